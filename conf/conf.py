@@ -1,0 +1,119 @@
+"""Sphinx configuration for the InfraLens handbook (build with ``-c conf``)."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "handbook"
+sys.path.insert(0, str(ROOT / "labs_src"))  # autodoc and figure scripts import infralens
+
+# -- Project ------------------------------------------------------------------
+# The version lives in pyproject.toml only; everything else reads it from there.
+_meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+project = "InfraLens"
+author = "InfraLens contributors"
+copyright = f"{author}; prose CC BY 4.0, code MIT"
+release = version = _meta["version"]
+
+# -- Extensions ---------------------------------------------------------------
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.doctest",
+    "sphinx_autodoc_typehints",
+    "sphinx_design",
+    "sphinx_copybutton",
+    "sphinxcontrib.bibtex",
+    "matplotlib.sphinxext.plot_directive",
+]
+exclude_patterns = ["_figures", "**/.ipynb_checkpoints"]
+root_doc = "index"
+language = "en"
+today_fmt = "%Y-%m-%d"
+
+# -- MyST ---------------------------------------------------------------------
+myst_enable_extensions = ["colon_fence", "deflist", "fieldlist", "substitution"]
+myst_heading_anchors = 3
+
+# -- Cross-references: every reference must resolve (-n) -------------------------
+nitpicky = True
+# Standard-library and typing names that have no target without intersphinx
+# (the build runs offline, so intersphinx is not used).
+nitpick_ignore = [
+    ("py:class", "fractions.Fraction"),
+    ("py:class", "Fraction"),
+    ("py:class", "collections.abc.Sequence"),
+    ("py:class", "collections.abc.Mapping"),
+    ("py:class", "collections.abc.Iterator"),
+    ("py:class", "T"),
+    ("py:data", "Ellipsis"),
+]
+
+# -- autodoc --------------------------------------------------------------------
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_preserve_defaults = True
+typehints_use_signature = False
+typehints_use_signature_return = False
+always_document_param_types = False
+
+# -- doctest ---------------------------------------------------------------------
+# Module docstrings are tested by pytest in their own namespace (nox -s doctest);
+# Sphinx tests only the pages' own {doctest} blocks, never autodoc'd docstrings again.
+doctest_test_doctest_blocks = ""
+doctest_global_setup = "from fractions import Fraction"
+
+# -- Citations -------------------------------------------------------------------
+bibtex_bibfiles = [str(SOURCE / "reference" / "references.bib")]
+bibtex_default_style = "plain"
+bibtex_reference_style = "author_year"
+
+# -- Figures: matplotlib's plot directive, drawn from the package -----------------
+plot_basedir = str(SOURCE / "_figures")
+plot_include_source = False
+plot_html_show_source_link = False
+plot_html_show_formats = False
+plot_formats = [("png", 144), "pdf"]
+plot_rcparams = {"figure.autolayout": True, "svg.hashsalt": "infralens"}
+plot_apply_rcparams = True
+
+# -- HTML -----------------------------------------------------------------------
+html_theme = "furo"
+html_title = f"InfraLens {release}"
+html_last_updated_fmt = None
+html_copy_source = False
+html_show_sphinx = False
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+
+# -- LaTeX / PDF -----------------------------------------------------------------
+latex_engine = "pdflatex"
+latex_documents = [("index", "infralens.tex", "InfraLens handbook", author, "manual")]
+latex_show_urls = "footnote"
+latex_elements = {
+    "papersize": "a4paper",
+    "pointsize": "10pt",
+    "releasename": "Version",
+    "sphinxsetup": "verbatimwrapslines=true, verbatimforcewraps=true",
+    "preamble": r"""
+\DeclareUnicodeCharacter{03A8}{\ensuremath{\Psi}}
+\DeclareUnicodeCharacter{03C8}{\ensuremath{\psi}}
+\DeclareUnicodeCharacter{03A3}{\ensuremath{\Sigma}}
+\DeclareUnicodeCharacter{03B1}{\ensuremath{\alpha}}
+\DeclareUnicodeCharacter{03B2}{\ensuremath{\beta}}
+\DeclareUnicodeCharacter{2248}{\ensuremath{\approx}}
+\DeclareUnicodeCharacter{2264}{\ensuremath{\leq}}
+\DeclareUnicodeCharacter{2265}{\ensuremath{\geq}}
+\DeclareUnicodeCharacter{2260}{\ensuremath{\neq}}
+\DeclareUnicodeCharacter{2218}{\ensuremath{\circ}}
+\DeclareUnicodeCharacter{2212}{\ensuremath{-}}
+\DeclareUnicodeCharacter{2308}{\ensuremath{\lceil}}
+\DeclareUnicodeCharacter{2309}{\ensuremath{\rceil}}
+\DeclareUnicodeCharacter{230A}{\ensuremath{\lfloor}}
+\DeclareUnicodeCharacter{230B}{\ensuremath{\rfloor}}
+\DeclareUnicodeCharacter{2211}{\ensuremath{\sum}}
+""",
+}

@@ -1,0 +1,73 @@
+"""Lab 01 demo: DDP's gradient all-reduce on a one-weight model, checked against infralens.
+
+Run with torchrun (gloo on CPU, NCCL on GPUs)::
+
+    torchrun --nproc-per-node 4 labs_src/demos/lab01_ddp.py --backend gloo
+
+Each rank prints one line: its local gradient, the gradient DDP left on it,
+and what ``infralens.ddp.ddp_gradients`` predicted. The script exits 1 on any
+rank whose synchronised gradient differs from the prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from fractions import Fraction
+
+import torch
+import torch.distributed as dist
+from infralens.ddp import ddp_gradients, mean_squared_error_grad, split_batch
+from torch.nn.parallel import DistributedDataParallel
+
+BATCH = [(1, 2), (2, 2), (3, 5), (4, 3), (5, 4), (6, 7), (7, 6), (8, 9)]
+WEIGHT = 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    args = parser.parse_args()
+
+    dist.init_process_group(args.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:
+        per_rank = split_batch(BATCH, world)
+    except ValueError as err:
+        if rank == 0:
+            print(f"lab01_ddp: {err} (use a world size that divides {len(BATCH)})", file=sys.stderr)
+        dist.destroy_process_group()
+        return 2
+    if args.backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+
+    model = torch.nn.Linear(1, 1, bias=False).to(device=device, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight.fill_(WEIGHT)
+    ddp = DistributedDataParallel(model)
+
+    mine = per_rank[rank]
+    x = torch.tensor([[float(s[0])] for s in mine], dtype=torch.float64, device=device)
+    y = torch.tensor([[float(s[1])] for s in mine], dtype=torch.float64, device=device)
+    loss = ((ddp(x) - y) ** 2 / 2).mean()
+    loss.backward()  # DDP's hooks all-reduce and average the gradient here
+
+    synced = Fraction(float(model.weight.grad.item())).limit_denominator(10**6)
+    local = mean_squared_error_grad(WEIGHT, mine)
+    predicted = ddp_gradients(WEIGHT, per_rank)[rank]
+    ok = synced == predicted
+    print(
+        f"rank {rank}/{world}: local_grad={local} synced_grad={synced} "
+        f"predicted={predicted} match={ok}",
+        flush=True,
+    )
+    dist.destroy_process_group()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

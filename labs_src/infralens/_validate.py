@@ -1,0 +1,121 @@
+"""Argument checks shared by every module, so each rule is written once.
+
+Each check returns the value it accepted, so callers can validate inline::
+
+    >>> from infralens._validate import positive_int
+    >>> positive_int("world_size", 4)
+    4
+    >>> positive_int("world_size", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: world_size must be >= 1, got 0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+__all__ = [
+    "check_choice",
+    "nonnegative_int",
+    "nonnegative_number",
+    "positive_int",
+    "rank_in",
+    "same_lengths",
+]
+
+
+def _int(name: str, value: object) -> int:
+    # bool is a subclass of int; "world_size=True" is always a mistake.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    return value
+
+
+def positive_int(name: str, value: object) -> int:
+    """Return *value* if it is an int >= 1, else raise naming *name*."""
+    v = _int(name, value)
+    if v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v}")
+    return v
+
+
+def nonnegative_int(name: str, value: object) -> int:
+    """Return *value* if it is an int >= 0, else raise naming *name*.
+
+    >>> nonnegative_int("numel", -3)
+    Traceback (most recent call last):
+    ...
+    ValueError: numel must be >= 0, got -3
+    """
+    v = _int(name, value)
+    if v < 0:
+        raise ValueError(f"{name} must be >= 0, got {v}")
+    return v
+
+
+def nonnegative_number(name: str, value: object) -> int | float | Fraction:
+    """Return *value* if it is a real number >= 0 (int, float or Fraction).
+
+    >>> nonnegative_number("seconds", Fraction(1, 2))
+    Fraction(1, 2)
+    >>> nonnegative_number("seconds", "2")
+    Traceback (most recent call last):
+    ...
+    TypeError: seconds must be a number, got str
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not value >= 0:  # also rejects NaN
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def rank_in(name: str, value: object, world_size: int) -> int:
+    """Return *value* if it is a valid rank in ``range(world_size)``.
+
+    >>> rank_in("root", 4, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: root must be in range(0, 4), got 4
+    """
+    v = _int(name, value)
+    if not 0 <= v < world_size:
+        raise ValueError(f"{name} must be in range(0, {world_size}), got {v}")
+    return v
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
+    """Return *value* if it is one of *choices*.
+
+    >>> check_choice("op", "all_sum", ["all_reduce", "broadcast"])
+    Traceback (most recent call last):
+    ...
+    ValueError: op must be one of 'all_reduce', 'broadcast'; got 'all_sum'
+    """
+    if not isinstance(value, str) or value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+    return value
+
+
+def same_lengths(name: str, rows: Sequence[Sequence[object]]) -> int:
+    """Return the common length of *rows*, which must be a non-empty list of lists.
+
+    >>> same_lengths("per_rank", [[1, 2], [3]])
+    Traceback (most recent call last):
+    ...
+    ValueError: per_rank must hold one equal-length list per rank; lengths are [2, 1]
+    """
+    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+        raise TypeError(f"{name} must be a sequence of per-rank sequences")
+    if len(rows) == 0:
+        raise ValueError(f"{name} must hold at least one rank, got 0")
+    for row in rows:
+        if isinstance(row, str | bytes) or not isinstance(row, Sequence):
+            raise TypeError(f"{name} must be a sequence of per-rank sequences")
+    lengths = [len(r) for r in rows]
+    if len(set(lengths)) != 1:
+        raise ValueError(f"{name} must hold one equal-length list per rank; lengths are {lengths}")
+    return lengths[0]

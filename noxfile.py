@@ -1,0 +1,79 @@
+"""Build, test and lint sessions for InfraLens. `nox -l` lists them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+BUILD = ROOT / "build"
+SPHINX = ["-c", "conf", "-n", "-W", "--keep-going"]
+TEX_PACKAGES = (
+    "latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended tex-gyre"
+)
+
+nox.options.sessions = ["tests", "doctest", "lint", "docs", "pdf"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the HTML handbook into build/html (warnings are errors)."""
+    session.install("-e", ".[docs]")
+    session.run("sphinx-build", "-b", "html", *SPHINX, "handbook", str(BUILD / "html"))
+    session.log(f"open {BUILD / 'html' / 'index.html'}")
+
+
+@nox.session
+def pdf(session: nox.Session) -> None:
+    """Build the PDF handbook into build/latex/infralens.pdf through latexmk."""
+    if shutil.which("latexmk") is None or shutil.which("pdflatex") is None:
+        session.error(f"latexmk or pdflatex not found; install TeX: apt-get install {TEX_PACKAGES}")
+    session.install("-e", ".[docs]")
+    session.run("sphinx-build", "-M", "latexpdf", "handbook", str(BUILD), *SPHINX)
+    session.log(f"PDF: {BUILD / 'latex' / 'infralens.pdf'}")
+
+
+@nox.session
+def doctest(session: nox.Session) -> None:
+    """Run the package's docstring examples (pytest) and the pages' {doctest} blocks (Sphinx)."""
+    session.install("-e", ".[docs]")
+    session.run("pytest", "-q", "--doctest-modules", "labs_src/infralens", "-p", "no:cacheprovider")
+    session.run("sphinx-build", "-b", "doctest", *SPHINX, "handbook", str(BUILD / "doctest"))
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit, property, paper-table and runtime-agreement tests (torch on CPU, gloo)."""
+    session.install("-e", ".[tests]")
+    session.run(
+        "pytest", *(session.posargs or ["tests"]), env={"INFRALENS_REQUIRE_TORCH": "1"}
+    )
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check, and mypy --strict on the package."""
+    session.install("-e", ".[lint]")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy", "--strict", "labs_src/infralens")
+
+
+@nox.session(name="docs-live")
+def docs_live(session: nox.Session) -> None:
+    """Serve the HTML handbook on 127.0.0.1 and rebuild on every edit."""
+    session.install("-e", ".[docs,live]")
+    session.run(
+        "sphinx-autobuild",
+        *SPHINX,
+        "--host",
+        "127.0.0.1",
+        "--watch",
+        "labs_src",
+        "handbook",
+        str(BUILD / "html-live"),
+    )
