@@ -49,9 +49,7 @@ def doctest(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Unit, property, paper-table and runtime-agreement tests (torch on CPU, gloo)."""
     session.install("-e", ".[tests]")
-    session.run(
-        "pytest", *(session.posargs or ["tests"]), env={"INFRALENS_REQUIRE_TORCH": "1"}
-    )
+    session.run("pytest", *(session.posargs or ["tests"]), env={"INFRALENS_REQUIRE_TORCH": "1"})
 
 
 @nox.session

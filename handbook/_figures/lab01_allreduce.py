@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import matplotlib.pyplot as plt
 from _draw import PALETTE, draw_buffers
+
 from infralens.collectives import all_reduce
 
 # Local gradients of a 3-parameter model on 4 ranks (each rank saw different samples).

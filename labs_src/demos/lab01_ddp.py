@@ -18,8 +18,9 @@ from fractions import Fraction
 
 import torch
 import torch.distributed as dist
-from infralens.ddp import ddp_gradients, mean_squared_error_grad, split_batch
 from torch.nn.parallel import DistributedDataParallel
+
+from infralens.ddp import ddp_gradients, mean_squared_error_grad, split_batch
 
 BATCH = [(1, 2), (2, 2), (3, 5), (4, 3), (5, 4), (6, 7), (7, 6), (8, 9)]
 WEIGHT = 1
