@@ -54,7 +54,7 @@ nitpick_ignore = [
 
 # -- autodoc --------------------------------------------------------------------
 autodoc_member_order = "bysource"
-autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_default_options = {"members": True}
 autodoc_preserve_defaults = True
 typehints_use_signature = False
 typehints_use_signature_return = False
@@ -117,3 +117,22 @@ latex_elements = {
 \DeclareUnicodeCharacter{2211}{\ensuremath{\sum}}
 """,
 }
+
+
+# -- LaTeX: signature abbreviations -----------------------------------------------
+# Sphinx marks the bare "*" and "/" of a signature as abbreviations whose
+# explanation ("Keyword-only parameters separator (PEP 3102)") LaTeX prints
+# inline after every keyword-only signature. HTML keeps them as tooltips.
+
+
+def _drop_signature_abbreviations(app: object, doctree: object, docname: str) -> None:
+    from docutils import nodes
+
+    if getattr(app, "builder", None) is None or app.builder.format != "latex":  # type: ignore[attr-defined]
+        return
+    for node in list(doctree.findall(nodes.abbreviation)):  # type: ignore[attr-defined]
+        node.replace_self(nodes.Text(node.astext()))
+
+
+def setup(app: object) -> None:
+    app.connect("doctree-resolved", _drop_signature_abbreviations)  # type: ignore[attr-defined]
