@@ -131,4 +131,26 @@ def run_on_ranks(
         results.close()
 
 
+_CACHE: dict[tuple[Any, ...], tuple[bool, Any]] = {}
+
+
+def run_on_ranks_cached(fn: Callable[..., Any], world_size: int, *args: Any) -> list[Any]:
+    """Like :func:`run_on_ranks`, but run each (fn, world_size, args) once per test session.
+
+    Many tests compare different parts of one group's results; a failure is
+    cached too, so a broken rank function fails every dependent test at once
+    instead of re-spawning the group for each of them.
+    """
+    key = (fn.__module__, fn.__qualname__, world_size, args)
+    if key not in _CACHE:
+        try:
+            _CACHE[key] = (True, run_on_ranks(fn, world_size, *args))
+        except RankFailure as failure:
+            _CACHE[key] = (False, failure)
+    ok, value = _CACHE[key]
+    if not ok:
+        raise value
+    return list(value)
+
+
 SKIP_REASON = "torch is not installed; runtime-agreement tests need: pip install torch==2.13.0"

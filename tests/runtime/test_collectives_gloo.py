@@ -7,12 +7,11 @@ wrong placement or a wrong order cannot cancel out.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 import pytest
 
-from tests.runtime.harness import SKIP_REASON, run_on_ranks
+from tests.runtime.harness import SKIP_REASON, run_on_ranks_cached
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
@@ -63,9 +62,8 @@ def _run_all(rank: int, world: int) -> dict[tuple[Any, ...], list[float] | None]
     return out
 
 
-@cache
 def gloo_results(world: int) -> list[dict[tuple[Any, ...], list[float] | None]]:
-    return run_on_ranks(_run_all, world)
+    return run_on_ranks_cached(_run_all, world)
 
 
 def observed(world: int, key: tuple[Any, ...]) -> list[list[int] | None]:

@@ -1,0 +1,81 @@
+"""Lab 01's torchrun demo prints, on every rank, what infralens.ddp predicted."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.harness import SKIP_REASON, free_port
+
+torch = pytest.importorskip("torch", reason=SKIP_REASON)
+
+from infralens.ddp import ddp_gradients, mean_squared_error_grad, split_batch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "labs_src" / "demos" / "lab01_ddp.py"
+LINE = re.compile(
+    r"^rank (?P<rank>\d+)/(?P<world>\d+): local_grad=(?P<local>\S+) "
+    r"synced_grad=(?P<synced>\S+) predicted=(?P<predicted>\S+) match=(?P<match>True|False)$"
+)
+
+
+def run_demo(nproc: int) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "labs_src"), env.get("PYTHONPATH", "")])
+    env["OMP_NUM_THREADS"] = "1"
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--master-addr=127.0.0.1",
+        f"--master-port={free_port()}",
+        str(DEMO),
+        "--backend",
+        "gloo",
+    ]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+
+
+def load_batch() -> list[tuple[int, int]]:
+    namespace: dict[str, object] = {}
+    source = DEMO.read_text(encoding="utf-8")
+    batch_line = next(line for line in source.splitlines() if line.startswith("BATCH = "))
+    exec(batch_line, namespace)  # the demo's own batch, so the test cannot drift from it
+    batch = namespace["BATCH"]
+    assert isinstance(batch, list)
+    return batch
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_every_rank_prints_the_predicted_gradient(nproc: int) -> None:
+    done = run_demo(nproc)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [m for m in map(LINE.match, done.stdout.splitlines()) if m]
+    assert sorted(int(m["rank"]) for m in lines) == list(range(nproc)), done.stdout
+    per_rank = split_batch(load_batch(), nproc)
+    predicted = ddp_gradients(1, per_rank)
+    for m in lines:
+        rank = int(m["rank"])
+        assert int(m["world"]) == nproc
+        assert Fraction(m["local"]) == mean_squared_error_grad(1, per_rank[rank])
+        assert Fraction(m["synced"]) == predicted[rank]
+        assert Fraction(m["predicted"]) == predicted[rank]
+        assert m["match"] == "True"
+
+
+def test_a_world_size_that_does_not_divide_the_batch_fails_cleanly() -> None:
+    done = run_demo(3)
+    assert done.returncode != 0
+    messages = [line for line in done.stderr.splitlines() if line.startswith("lab01_ddp:")]
+    assert len(messages) == 1, done.stderr[-2000:]
+    assert "8 % 3 = 2" in messages[0]
+    # torchrun's own agent reports the failed child with a traceback of its own;
+    # the demo must not add one: no frame of the script appears.
+    assert 'lab01_ddp.py", line' not in done.stderr
