@@ -14,7 +14,7 @@ TEX_PACKAGES = (
     "latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended tex-gyre"
 )
 
-nox.options.sessions = ["tests", "doctest", "lint", "docs", "pdf"]
+nox.options.sessions = ["tests", "doctest", "lint", "docs", "pdf", "browser", "reproducible"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -25,6 +25,56 @@ def docs(session: nox.Session) -> None:
     session.install("-e", ".[docs]")
     session.run("sphinx-build", "-b", "html", *SPHINX, "handbook", str(BUILD / "html"))
     session.log(f"open {BUILD / 'html' / 'index.html'}")
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """Build the HTML, serve it on 127.0.0.1 and check every page in headless Chromium."""
+    for tool in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
+        if not Path(tool).exists():
+            session.error(f"{tool} not found; install it: apt-get install chromium chromium-driver")
+    session.install("-e", ".[docs,browser]")
+    site = BUILD / "html-browser"
+    session.run("sphinx-build", "-b", "html", *SPHINX, "-q", "handbook", str(site))
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--override-ini",
+        "addopts=-ra",
+        "tests/browser",
+        env={"INFRALENS_SITE": str(site)},
+    )
+
+
+@nox.session
+def reproducible(session: nox.Session) -> None:
+    """Build the HTML twice from scratch with one SOURCE_DATE_EPOCH; the outputs must match."""
+    import filecmp
+
+    session.install("-e", ".[docs]")
+    env = {"SOURCE_DATE_EPOCH": "1767225600", "PYTHONHASHSEED": "0"}
+    outputs = [BUILD / "repro-a", BUILD / "repro-b"]
+    for out in outputs:
+        shutil.rmtree(out, ignore_errors=True)
+        session.run(
+            "sphinx-build", "-b", "html", *SPHINX, "-q", "-E", "handbook", str(out), env=env
+        )
+    skip = {".doctrees", ".buildinfo"}
+    a_files = {p.relative_to(outputs[0]) for p in outputs[0].rglob("*") if p.is_file()}
+    b_files = {p.relative_to(outputs[1]) for p in outputs[1].rglob("*") if p.is_file()}
+    a_files = {p for p in a_files if not skip & set(p.parts)}
+    b_files = {p for p in b_files if not skip & set(p.parts)}
+    differ = sorted(str(p) for p in a_files ^ b_files)
+    differ += sorted(
+        str(p)
+        for p in a_files & b_files
+        if not filecmp.cmp(outputs[0] / p, outputs[1] / p, shallow=False)
+    )
+    if differ:
+        session.error("builds differ in: " + ", ".join(differ[:20]))
+    session.log(f"{len(a_files)} files byte-identical across two clean builds")
 
 
 @nox.session

@@ -38,6 +38,22 @@ today_fmt = "%Y-%m-%d"
 # -- MyST ---------------------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "deflist", "fieldlist", "substitution"]
 myst_heading_anchors = 3
+_year = "2026"
+myst_substitutions = {
+    "version": release,
+    # The "How to cite" page shows this block; the version comes from pyproject.toml.
+    "cite_bibtex": (
+        "```bibtex\n"
+        "@manual{infralens,\n"
+        "  author  = {{InfraLens contributors}},\n"
+        "  title   = {InfraLens: an executable handbook of distributed training},\n"
+        f"  version = {{{release}}},\n"
+        f"  year    = {{{_year}}},\n"
+        "  note    = {Prose CC BY 4.0, code MIT}\n"
+        "}\n"
+        "```"
+    ),
+}
 
 # -- Cross-references: every reference must resolve (-n) -------------------------
 nitpicky = True
@@ -91,6 +107,7 @@ plot_apply_rcparams = True
 # -- HTML -----------------------------------------------------------------------
 html_theme = "furo"
 html_title = f"InfraLens {release}"
+html_favicon = str(SOURCE / "_static" / "favicon.svg")
 html_last_updated_fmt = None
 html_copy_source = False
 html_show_sphinx = False
@@ -123,6 +140,10 @@ latex_elements = {
 \DeclareUnicodeCharacter{230A}{\ensuremath{\lfloor}}
 \DeclareUnicodeCharacter{230B}{\ensuremath{\rfloor}}
 \DeclareUnicodeCharacter{2211}{\ensuremath{\sum}}
+% Long inline literals (test ids, dotted names) may break after _ { } ^ & > ~ \
+% as code blocks already do, instead of running into the margin.
+\let\infralensupquote\sphinxupquote
+\DeclareRobustCommand{\sphinxupquote}[1]{{\sphinxbreaksattexescapedchars\infralensupquote{#1}}}
 """,
 }
 

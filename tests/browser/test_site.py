@@ -1,0 +1,148 @@
+"""Drive the built HTML handbook in headless Chromium, served from 127.0.0.1.
+
+Run by `nox -s browser` (which builds the site first); `nox -s tests` leaves
+this folder out. Uses Debian's chromium and chromedriver; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="pip install .[browser]")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("INFRALENS_SITE", ROOT / "build" / "html"))
+CHROMIUM = os.environ.get("INFRALENS_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("INFRALENS_CHROMEDRIVER", "/usr/bin/chromedriver")
+PAGES = sorted(
+    p.relative_to(SITE).as_posix()
+    for p in SITE.rglob("*.html")
+    if not p.relative_to(SITE).as_posix().startswith(("_", "."))
+)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="session")
+def base_url() -> Iterator[str]:
+    if not (SITE / "index.html").exists():
+        pytest.fail(f"no built site at {SITE}; run `nox -s browser`, which builds it first")
+    handler = functools.partial(QuietHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def driver() -> Iterator[webdriver.Chrome]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1024",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    # An explicit driver path: Selenium Manager is never asked to download one.
+    browser = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    browser.set_page_load_timeout(30)
+    yield browser
+    browser.quit()
+
+
+def visit(driver: webdriver.Chrome, url: str) -> tuple[list[dict[str, object]], list[str]]:
+    """Load *url*; return its SEVERE console entries and every requested URL."""
+    driver.get_log("browser")
+    driver.get_log("performance")
+    driver.get(url)
+    WebDriverWait(driver, 15).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
+    severe = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    requested, failed = [], []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requested.append(message["params"]["request"]["url"])
+        elif message["method"] == "Network.loadingFailed":
+            failed.append(message["params"].get("errorText", "?"))
+        elif message["method"] == "Network.responseReceived":
+            status = message["params"]["response"]["status"]
+            if status >= 400:
+                failed.append(f"{status} {message['params']['response']['url']}")
+    if failed:
+        severe.append({"level": "SEVERE", "message": f"failed requests: {failed}"})
+    return severe, requested
+
+
+def test_the_site_has_pages() -> None:
+    assert "index.html" in PAGES and "search.html" in PAGES
+    assert any(p.startswith("labs/") for p in PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_loads_cleanly_and_only_from_loopback(
+    driver: webdriver.Chrome, base_url: str, page: str
+) -> None:
+    severe, requested = visit(driver, base_url + page)
+    assert not severe, severe
+    foreign = [
+        u
+        for u in requested
+        if urlparse(u).scheme in ("http", "https", "ws", "wss")
+        and urlparse(u).hostname != "127.0.0.1"
+    ]
+    assert not foreign, foreign
+    broken = driver.execute_script(
+        "return Array.from(document.images)"
+        ".filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
+    )
+    assert not broken, broken
+
+
+def test_dropdown_answers_are_hidden_until_clicked(driver: webdriver.Chrome, base_url: str) -> None:
+    visit(driver, base_url + "handbook/01-data-parallel.html")
+    dropdowns = driver.find_elements(By.CSS_SELECTOR, "details.sd-dropdown")
+    assert len(dropdowns) >= 2
+    for details in dropdowns:
+        body = details.find_element(By.CSS_SELECTOR, ".sd-summary-content")
+        assert not body.is_displayed()
+        summary = details.find_element(By.CSS_SELECTOR, "summary")
+        # A DOM click on the summary, as a user's click delivers it; furo's
+        # floating "back to top" button can sit over the element at some scroll positions.
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", summary)
+        driver.execute_script("arguments[0].click();", summary)
+        WebDriverWait(driver, 5).until(lambda d, b=body: b.is_displayed())
+        assert body.text.strip(), "an opened dropdown shows its answer"
+
+
+def test_search_finds_reduce_scatter(driver: webdriver.Chrome, base_url: str) -> None:
+    severe, _ = visit(driver, base_url + "search.html?q=reduce-scatter")
+    assert not severe, severe
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "ul.search li"))
+    hits = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "ul.search li")]
+    assert any("reduce" in h.lower() for h in hits), hits
