@@ -38,7 +38,7 @@ MIB = 2**20
 DDP_DEFAULT_BUCKET_CAP_MIB = 25
 """``bucket_cap_mb``'s default; PyTorch's "MB" here is MiB (it multiplies by 1024 * 1024)."""
 DDP_FIRST_BUCKET_BYTES = 1 * MIB
-"""``dist._DEFAULT_FIRST_BUCKET_BYTES``: cap of the first rebuilt bucket if bucket_cap_mb is unset."""
+"""``dist._DEFAULT_FIRST_BUCKET_BYTES``: first rebuilt bucket cap if bucket_cap_mb is unset."""
 
 
 def _walk(
