@@ -1,0 +1,157 @@
+"""Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]``.
+
+Bad input (a missing file, malformed YAML, degrees that do not fill the
+cluster) prints one line on stderr and exits with status 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from infralens.design import Workload, fill_worksheet, render_markdown
+from infralens.plan import AXES, FREQUENCY, ParallelPlan
+from infralens.topology import Cluster
+
+__all__ = ["load_plan_file", "main", "parse_plan"]
+
+DEGREE_KEYS = {"tp_size": "tp", "pp_size": "pp", "dp_size": "dp", "cp_size": "cp", "ep_size": "ep"}
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
+    """Validate a loaded plan file and build its plan, cluster and optional workload.
+
+    >>> plan, cluster, work = parse_plan({"world_size": 16, "node_shape": "2_nodes_x_8_gpus",
+    ...                                   "parallelism": {"tp_size": 8, "dp_size": 2}})
+    >>> plan.groups("dp")[0], cluster.world_size, work
+    ([0, 8], 16, None)
+    >>> parse_plan({"world_size": 16, "node_shape": "2_nodes_x_8_gpus",
+    ...             "parallelism": {"tp_size": 8, "dp_size": 4}})
+    Traceback (most recent call last):
+    ...
+    ValueError: tp * cp * pp * dp must equal world_size: 8 * 1 * 1 * 4 = 32 != 16
+    """
+    top = _mapping(data, "the plan file")
+    for key in ("world_size", "node_shape", "parallelism"):
+        if key not in top:
+            raise ValueError(f"the plan file needs a '{key}' entry")
+    cluster = Cluster.from_node_shape(top["node_shape"], top.get("cluster", "dgx-h100"))
+    par = _mapping(top["parallelism"], "parallelism")
+    unknown = sorted(set(par) - set(DEGREE_KEYS) - {"order"})
+    if unknown:
+        raise ValueError(f"parallelism has unknown keys {unknown}; use {sorted(DEGREE_KEYS)}")
+    degrees = {DEGREE_KEYS[k]: v for k, v in par.items() if k in DEGREE_KEYS}
+    plan = ParallelPlan(**degrees, order=par.get("order", "tp-cp-dp-pp"))
+    plan.check_world_size(top["world_size"])
+    if cluster.world_size != top["world_size"]:
+        raise ValueError(
+            f"node_shape gives {cluster.world_size} GPUs but world_size is {top['world_size']}"
+        )
+    work = None
+    if "training" in top:
+        work = Workload(**_mapping(top["training"], "training"))
+    return plan, cluster, work
+
+
+def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | None]:
+    """Read a YAML plan file (needs PyYAML: ``pip install infralens-handbook[plan]``)."""
+    try:
+        import yaml
+    except ImportError:  # the package itself is standard library only
+        raise ValueError("reading YAML needs PyYAML: pip install pyyaml") from None
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"no such plan file: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ValueError(f"{p} is not valid YAML{where}") from None
+    return parse_plan(data)
+
+
+def _label(coords: Mapping[str, int]) -> str:
+    return " ".join(f"{a}{coords[a]}" for a in ("tp", "cp", "pp", "dp"))
+
+
+def _report(plan: ParallelPlan, cluster: Cluster, work: Workload | None) -> dict[str, Any]:
+    grid = [
+        [
+            _label(plan.coords(node * cluster.gpus_per_node + g))
+            for g in range(cluster.gpus_per_node)
+        ]
+        for node in range(cluster.nodes)
+    ]
+    axes = {}
+    for axis in AXES:
+        groups = plan.groups(axis)
+        links = sorted({cluster.tier_of(g).name for g in groups})
+        axes[axis] = {
+            "degree": getattr(plan, axis),
+            "link": "/".join(links),
+            "frequency": FREQUENCY[axis],
+            "groups": groups,
+        }
+    report: dict[str, Any] = {
+        "world_size": plan.world_size,
+        "order": plan.order,
+        "grid": grid,
+        "axes": axes,
+    }
+    if work is not None:
+        report["worksheet"] = render_markdown(fill_worksheet(plan, cluster, work))
+    return report
+
+
+def _text(report: Mapping[str, Any], markdown: bool) -> str:
+    out = ["## Placement (node x GPU)" if markdown else "Placement (node x GPU):"]
+    for node, row in enumerate(report["grid"]):
+        out.append(f"{'- ' if markdown else ''}node {node}: " + " | ".join(row))
+    out.append("")
+    out.append("## Groups" if markdown else "Groups:")
+    for axis, info in report["axes"].items():
+        if info["degree"] == 1:
+            continue
+        shown = ", ".join(str(g) for g in info["groups"][:4])
+        more = f" ... ({len(info['groups'])} groups)" if len(info["groups"]) > 4 else ""
+        out.append(
+            f"{'- ' if markdown else ''}{axis} (degree {info['degree']}, {info['link']}, "
+            f"{info['frequency']}): {shown}{more}"
+        )
+    if "worksheet" in report:
+        out += ["", "## Worksheet" if markdown else "Worksheet:", report["worksheet"]]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m infralens", description="InfraLens tools.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    plan_cmd = commands.add_parser(
+        "plan", help="show the rank placement, groups, links and worksheet of a plan file"
+    )
+    plan_cmd.add_argument("path", help="a parallelism_plan.yaml file")
+    plan_cmd.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    args = parser.parse_args(argv)
+    try:
+        report = _report(*load_plan_file(args.path))
+    except (ValueError, TypeError) as err:
+        print(f"infralens plan: {err}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        print(_text(report, markdown=args.format == "markdown"))
+    return 0

@@ -1,0 +1,67 @@
+"""`python -m infralens plan`: output on the starter file, one-line errors on bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTER = ROOT / "labs_src" / "starters" / "parallelism_plan.yaml"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "labs_src")}
+    return subprocess.run(
+        [sys.executable, "-m", "infralens", *args], capture_output=True, text=True, env=env,
+        timeout=60,
+    )  # fmt: skip
+
+
+def test_help_lists_the_commands() -> None:
+    done = run("--help")
+    assert done.returncode == 0 and "plan" in done.stdout
+
+
+def test_plan_prints_grid_groups_and_worksheet() -> None:
+    done = run("plan", str(STARTER))
+    assert done.returncode == 0, done.stderr
+    assert "node 7: tp0 cp0 pp3 dp1" in done.stdout
+    assert "tp (degree 8, nvlink" in done.stdout
+    assert "| TP | 8 | nvlink |" in done.stdout
+
+
+def test_plan_json_is_machine_readable() -> None:
+    report = json.loads(run("plan", str(STARTER), "--format", "json").stdout)
+    assert report["axes"]["tp"]["groups"][0] == list(range(8))
+    assert len(report["grid"]) == 8
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "no such plan file"),
+        ("world_size: [64\n", "is not valid YAML at line"),
+        (
+            "world_size: 64\nnode_shape: 8_nodes_x_8_gpus\n"
+            "parallelism: {tp_size: 8, pp_size: 4, dp_size: 3}\n",
+            "8 * 1 * 4 * 3 = 96 != 64",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, content: str | None, expected: str
+) -> None:
+    path = tmp_path / "plan.yaml"
+    if content is not None:
+        path.write_text(content)
+    done = run("plan", str(path))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
