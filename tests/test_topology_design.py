@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,15 @@ def test_zero3_gathers_per_wrapped_unit() -> None:
 def test_bad_input_names_the_argument(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()  # type: ignore[operator]
+
+
+def test_topology_notes_table_matches_the_presets() -> None:
+    notes = Path(__file__).resolve().parents[1] / "labs_src" / "starters" / "topology_notes.md"
+    rows = [
+        line.split("|")[1:-1] for line in notes.read_text().splitlines() if line.startswith("| dgx")
+    ]
+    assert {r[0].strip() for r in rows} == set(CLUSTER_PRESETS)
+    for cells in rows:
+        intra, inter = CLUSTER_PRESETS[cells[0].strip()]
+        assert int(cells[2]) * GB == intra.bandwidth_bytes_per_s
+        assert int(cells[4]) * GB == inter.bandwidth_bytes_per_s

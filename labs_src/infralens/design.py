@@ -1,6 +1,7 @@
 """The 64-GPU design worksheet, filled by code: axes, links, memory and traffic per step.
 
-Given a dense transformer workload, a cluster and a :class:`ParallelPlan`,
+Given a dense transformer workload, a cluster and a
+:class:`~infralens.plan.ParallelPlan`,
 :func:`fill_worksheet` answers what a design review asks: where each axis's
 groups sit (inside a node or across nodes), which collectives each axis runs,
 how often and over which link, how many bytes of model state and activations
