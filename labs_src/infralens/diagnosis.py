@@ -1,0 +1,214 @@
+"""Diagnosing slow distributed jobs from per-rank timings, and where to look when one fails.
+
+A trace holds, for each step and rank, the seconds spent computing, waiting
+in collectives (exposed communication) and waiting for input data. The
+medians over steps decide the verdict, in this order:
+
+1. **straggler**: one rank computes more than ``straggler_ratio`` times the
+   median of the others, and the others spend that difference waiting in
+   collectives (a collective finishes when its slowest member arrives);
+2. **input-pipeline stall**: data wait is more than ``stall_fraction`` of
+   the step;
+3. **communication-bound**: exposed collective time is more than
+   ``comm_fraction`` of the step;
+4. otherwise **compute-bound**.
+
+>>> trace = load_trace(STARTER_TRACES / "straggler.json")
+>>> verdict = classify(trace)
+>>> verdict.kind, verdict.rank
+('straggler', 2)
+>>> verdict.evidence
+'rank 2 computes 0.95 s against a median of 0.6 s; the others wait 0.4 s in collectives'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+from infralens._validate import positive_int
+
+__all__ = [
+    "FAILURE_CHECKLIST",
+    "STARTER_TRACES",
+    "Diagnosis",
+    "RankStep",
+    "Trace",
+    "classify",
+    "load_trace",
+    "scaling_efficiency",
+]
+
+STARTER_TRACES = Path(__file__).resolve().parents[1] / "starters" / "traces"
+"""The synthetic traces shipped with Lab 14 (in the source tree, beside the package)."""
+
+
+@dataclass(frozen=True)
+class RankStep:
+    """Seconds one rank spent in one step, by activity."""
+
+    step: int
+    rank: int
+    compute_s: float
+    comm_s: float
+    data_wait_s: float
+
+    @property
+    def step_s(self) -> float:
+        """Wall time of the step on this rank."""
+        return self.compute_s + self.comm_s + self.data_wait_s
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Per-rank step timings of a job; every step has every rank."""
+
+    world_size: int
+    records: tuple[RankStep, ...]
+
+    def __post_init__(self) -> None:
+        positive_int("world_size", self.world_size)
+        steps: dict[int, set[int]] = {}
+        for r in self.records:
+            steps.setdefault(r.step, set()).add(r.rank)
+            for name in ("compute_s", "comm_s", "data_wait_s"):
+                if not getattr(r, name) >= 0:
+                    raise ValueError(f"{name} must be >= 0 (step {r.step}, rank {r.rank})")
+        if not steps:
+            raise ValueError("trace must hold at least one record")
+        for step, ranks in sorted(steps.items()):
+            missing = sorted(set(range(self.world_size)) - ranks)
+            extra = sorted(ranks - set(range(self.world_size)))
+            if missing or extra:
+                raise ValueError(
+                    f"trace at step {step} must have ranks 0..{self.world_size - 1} once each; "
+                    f"missing {missing}, unexpected {extra}"
+                )
+
+    def per_rank(self, field: str) -> list[float]:
+        """Median over steps of *field* for each rank, in rank order."""
+        return [
+            median(getattr(r, field) for r in self.records if r.rank == rank)
+            for rank in range(self.world_size)
+        ]
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read a JSON trace: ``{"world_size": n, "records": [{step, rank, compute_s, ...}]}``.
+
+    Raises ``ValueError`` if the file is not such a document or misses ranks.
+    """
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, Mapping) or "records" not in data or "world_size" not in data:
+        raise ValueError(f"{path} must be a JSON object with 'world_size' and 'records'")
+    fields = ("step", "rank", "compute_s", "comm_s", "data_wait_s")
+    try:
+        records = tuple(RankStep(*(r[f] for f in fields)) for r in data["records"])
+    except (KeyError, TypeError):
+        raise ValueError(f"every record in {path} needs {', '.join(fields)}") from None
+    return Trace(int(data["world_size"]), records)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A verdict, the rank it points at (if any), and the evidence that decided it."""
+
+    kind: str
+    rank: int | None
+    evidence: str
+
+
+def classify(
+    trace: Trace,
+    *,
+    straggler_ratio: float = 1.2,
+    stall_fraction: float = 0.2,
+    comm_fraction: float = 0.3,
+) -> Diagnosis:
+    """Classify a trace as straggler, input-pipeline stall, communication- or compute-bound.
+
+    >>> [classify(load_trace(STARTER_TRACES / f"{n}.json")).kind
+    ...  for n in ("compute_bound", "communication_bound", "input_stall")]
+    ['compute-bound', 'communication-bound', 'input-pipeline stall']
+    """
+    compute, comm = trace.per_rank("compute_s"), trace.per_rank("comm_s")
+    wait, step = trace.per_rank("data_wait_s"), trace.per_rank("step_s")
+    if trace.world_size > 1:
+        slowest = max(range(trace.world_size), key=lambda r: compute[r])
+        others = [compute[r] for r in range(trace.world_size) if r != slowest]
+        typical = median(others)
+        waiting = median(comm[r] for r in range(trace.world_size) if r != slowest)
+        if compute[slowest] > straggler_ratio * typical and waiting > comm[slowest]:
+            return Diagnosis(
+                "straggler",
+                slowest,
+                f"rank {slowest} computes {round(compute[slowest], 3)} s against a median of "
+                f"{round(typical, 3)} s; the others wait {round(waiting, 3)} s in collectives",
+            )
+    share_wait = median(w / s for w, s in zip(wait, step, strict=True))
+    if share_wait > stall_fraction:
+        return Diagnosis("input-pipeline stall", None, f"data wait is {share_wait:.0%} of the step")
+    share_comm = median(c / s for c, s in zip(comm, step, strict=True))
+    if share_comm > comm_fraction:
+        return Diagnosis("communication-bound", None, f"exposed collectives take {share_comm:.0%}")
+    return Diagnosis("compute-bound", None, f"exposed collectives take {share_comm:.0%}")
+
+
+def scaling_efficiency(step_seconds: Mapping[int, float], *, weak: bool = True) -> dict[int, float]:
+    """Efficiency at each world size relative to the smallest one measured.
+
+    Weak scaling (fixed work per GPU): ``t(n0) / t(n)``. Strong scaling (fixed
+    total work): ``t(n0) * n0 / (t(n) * n)``.
+
+    >>> scaling_efficiency({8: 1.0, 16: 1.05, 64: 1.4})
+    {8: 1.0, 16: 0.952, 64: 0.714}
+    >>> scaling_efficiency({8: 4.0, 16: 2.2}, weak=False)
+    {8: 1.0, 16: 0.909}
+
+    Raises ``ValueError`` for an empty mapping or a non-positive time.
+    """
+    if not step_seconds:
+        raise ValueError("step_seconds must hold at least one world size")
+    for n, t in step_seconds.items():
+        positive_int("world size", n)
+        if not t > 0:
+            raise ValueError(f"step time at world size {n} must be > 0, got {t}")
+    base = min(step_seconds)
+    t0 = step_seconds[base]
+    return {
+        n: round(t0 / t if weak else t0 * base / (t * n), 3)
+        for n, t in sorted(step_seconds.items())
+    }
+
+
+FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
+    (
+        "launch mismatch",
+        "every rank's launch line: world size, rank, master address and port",
+        "rank 0 only shows it is waiting for peers that never joined",
+    ),
+    (
+        "NCCL timeout",
+        "the first rank to report the timeout, the collective and its sequence number",
+        "every rank times out; the one that fell behind or crashed is elsewhere",
+    ),
+    (
+        "one rank out of memory",
+        "per-rank logs for the OOM message and that rank's batch and stage",
+        "the other ranks only report a broken or timed-out collective",
+    ),
+    (
+        "slow storage or data loading",
+        "per-rank data-wait times and the file system's read latency on each node",
+        "rank 0 may read from a fast cache while one node reads remotely",
+    ),
+    (
+        "checkpoint corruption",
+        "the checkpoint metadata: every tensor's chunks must tile its shape",
+        "rank 0 loads its own shard fine; the broken chunk belongs to another rank",
+    ),
+)
+"""(failure, what to read first, why rank 0's log is not enough)."""
