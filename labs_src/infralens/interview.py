@@ -1,0 +1,206 @@
+"""Interview scenarios: a five-part answer, checked for substance and timed for speech.
+
+A strong answer to "how would you train X on Y" names five things: the
+**problem** (the bottleneck), the **mechanism** (what is sharded or
+replicated), the **communication** (which collective, on which link), the
+**tradeoff**, and the **measurement** that would confirm it. :class:`Scenario`
+holds the five parts and rejects a part that is empty or too vague to
+count (the rules are in its docstring);
+:func:`spoken_answer` joins them and :func:`speaking_seconds` times them;
+the worked scenarios below take between 45 and 70 seconds at 150 words a
+minute, about one minute.
+
+>>> s = ddp_stops_scaling_across_nodes()
+>>> s.title
+'DDP that stops scaling across nodes'
+>>> 50 <= speaking_seconds(spoken_answer(s)) <= 70
+True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from infralens.design import Workload, fill_worksheet
+from infralens.memory import activation_bytes_per_layer
+from infralens.plan import ParallelPlan
+from infralens.topology import Cluster, collective_seconds
+from infralens.zero import model_state_bytes
+
+__all__ = [
+    "PARTS",
+    "Scenario",
+    "ddp_stops_scaling_across_nodes",
+    "long_context_out_of_memory",
+    "seventy_b_on_64_gpus",
+    "speaking_seconds",
+    "spoken_answer",
+]
+
+PARTS = ("problem", "mechanism", "communication", "tradeoff", "measurement")
+MIN_WORDS = 8
+COLLECTIVES = re.compile(
+    r"all-reduce|all-gather|reduce-scatter|all-to-all|broadcast|send/recv|send|recv", re.I
+)
+LINKS = re.compile(r"nvlink|network|infiniband|pcie|inside a node|across nodes|node", re.I)
+STATE_WORDS = re.compile(r"shard|replicat|split|partition", re.I)
+SIGNALS = re.compile(
+    r"profiler|trace|max_memory_allocated|bandwidth|busbw|step time|mfu|nccl_debug|nsys|"
+    r"tokens/s|throughput|memory",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A titled five-part answer; an empty or vague part raises ``ValueError``.
+
+    Each part needs at least ``MIN_WORDS`` words; the mechanism must say
+    what is sharded, split or replicated; the communication must name a
+    collective and a link; the measurement must name a signal (a profiler
+    trace, a memory counter, bandwidth, step time, throughput, ...).
+
+    >>> Scenario("t", "GPU memory runs out at the optimizer step for a 70B model",
+    ...          "shard optimizer state across data-parallel ranks with ZeRO stage 1",
+    ...          "it talks a lot between the machines during every single step",
+    ...          "more collectives on the critical path in exchange for memory",
+    ...          "compare max_memory_allocated before and after the change on one rank")
+    Traceback (most recent call last):
+    ...
+    ValueError: communication must name a collective (all-reduce, all-gather, ...)
+    """
+
+    title: str
+    problem: str
+    mechanism: str
+    communication: str
+    tradeoff: str
+    measurement: str
+
+    def __post_init__(self) -> None:
+        for part in PARTS:
+            text = getattr(self, part)
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{part} must not be empty")
+            if len(text.split()) < MIN_WORDS:
+                raise ValueError(f"{part} is too vague: use at least {MIN_WORDS} words")
+        if not STATE_WORDS.search(self.mechanism):
+            raise ValueError("mechanism must say what is sharded, split or replicated")
+        if not COLLECTIVES.search(self.communication):
+            raise ValueError("communication must name a collective (all-reduce, all-gather, ...)")
+        if not LINKS.search(self.communication):
+            raise ValueError("communication must name the link it crosses (NVLink, network, ...)")
+        if not SIGNALS.search(self.measurement):
+            raise ValueError(
+                "measurement must name a signal (profiler trace, memory, bandwidth, ...)"
+            )
+
+
+def spoken_answer(scenario: Scenario) -> str:
+    """The five parts as one answer, in the order an interviewer expects."""
+    return " ".join(getattr(scenario, part).rstrip(".") + "." for part in PARTS)
+
+
+def speaking_seconds(text: str, words_per_minute: int = 150) -> Fraction:
+    """Seconds to say *text* at *words_per_minute* (150 is a common speaking rate).
+
+    >>> speaking_seconds("one two three", 180)
+    Fraction(1, 1)
+    """
+    if words_per_minute < 1:
+        raise ValueError(f"words_per_minute must be >= 1, got {words_per_minute}")
+    return Fraction(len(text.split()) * 60, words_per_minute)
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.1f} GB" if nbytes < 10e9 else f"{nbytes / 1e9:.0f} GB"
+
+
+def seventy_b_on_64_gpus() -> Scenario:
+    """A 70B dense model on 8 nodes of 8 H100s, with numbers from the Lab 12 worksheet."""
+    psi = 68_976_648_192
+    cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+    work = Workload(
+        num_params=psi,
+        layers=80,
+        hidden=8192,
+        heads=64,
+        seq_len=4096,
+        micro_batch_size=1,
+        global_batch_size=512,
+    )
+    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
+    return Scenario(
+        "A 70B model on 64 GPUs",
+        f"Model states alone are {_gb(model_state_bytes(psi, dp_size=1, stage=0))} with "
+        "mixed-precision Adam, far beyond one 80 GB GPU, so plain data parallelism cannot work",
+        "I split each layer's matrices over 8 GPUs with tensor parallelism, split depth into "
+        "4 pipeline stages, and shard optimizer state over the 2 data-parallel replicas with "
+        f"ZeRO-1, which leaves about {_gb(sheet.memory_bytes)} per GPU",
+        "Tensor-parallel all-reduces run four times per layer per micro-batch inside a node "
+        "on NVLink; pipeline send/recv and the data-parallel reduce-scatter cross nodes on the "
+        "network, once per micro-batch and once per step",
+        f"More stages add a bubble of {float(sheet.bubble_fraction):.1%} with "
+        f"{sheet.microbatches} micro-batches, and TP beyond one node would put per-layer "
+        "collectives on the slow link",
+        "I would confirm first-stage memory with max_memory_allocated and check in a profiler "
+        "trace that TP collectives run at NVLink bandwidth and the reduce-scatter overlaps",
+    )
+
+
+def ddp_stops_scaling_across_nodes() -> Scenario:
+    """DDP that scales on one node and slows down on two, priced with the topology model."""
+    cluster = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
+    grad_bytes = 2 * 10**9  # a 1B-parameter model's bf16 gradients
+    one = collective_seconds("all_reduce", grad_bytes, range(8), cluster)
+    two = collective_seconds("all_reduce", grad_bytes, range(16), cluster)
+    return Scenario(
+        "DDP that stops scaling across nodes",
+        "Step time barely changes from one to eight GPUs but jumps when the job spans two "
+        "nodes, so the gradient synchronisation has become the bottleneck",
+        "Every rank keeps a replicated copy of the model and optimizer, so each step must "
+        "all-reduce the full gradient of about 2 GB in bf16",
+        f"The gradient all-reduce crosses nodes on the network: the ring now takes about "
+        f"{float(two) * 1000:.0f} ms instead of {float(one) * 1000:.0f} ms on NVLink, because a "
+        "ring runs at its slowest hop",
+        "Larger buckets or accumulation reduce how often we pay it, and hierarchical all-reduce "
+        "keeps most bytes on NVLink, at the cost of tuning and bigger global batches",
+        "I would read the profiler trace for all-reduce kernels after backward, and compare "
+        "their bus bandwidth with all_reduce_perf across the same two nodes",
+    )
+
+
+def long_context_out_of_memory() -> Scenario:
+    """A run that fails when the sequence grows, sized with Korthikanti et al.'s formula."""
+
+    def layer(seq_len: int, **options: bool | str) -> int:
+        sp = options.get("sequence_parallel", False) is True
+        recompute = str(options.get("recompute", "none"))
+        return activation_bytes_per_layer(
+            seq_len=seq_len,
+            micro_batch_size=1,
+            hidden=8192,
+            heads=64,
+            tp=8,
+            sequence_parallel=sp,
+            recompute=recompute,
+        )
+
+    short, long = layer(4096), layer(32768)
+    fixed = layer(32768, sequence_parallel=True, recompute="selective")
+    return Scenario(
+        "A long-context run out of activation memory",
+        f"Going from 4K to 32K tokens raises activations per layer from {_gb(short)} to "
+        f"{_gb(long)}, because attention scores grow with the square of the sequence",
+        "Sequence parallelism splits the activations that tensor parallelism leaves replicated, "
+        f"and selective recomputation drops the attention scores, bringing a layer to {_gb(fixed)}",
+        "Sequence parallelism turns each tensor-parallel all-reduce into a reduce-scatter and an "
+        "all-gather of the same bytes inside the node on NVLink; context parallelism would add "
+        "K/V exchange",
+        "Recomputing attention costs extra forward compute, and context parallelism across nodes "
+        "would put per-layer communication on the slow network",
+        "I would compare max_memory_allocated per layer before and after, and check the step "
+        "time and MFU to see what recomputation costs",
+    )

@@ -1,0 +1,64 @@
+"""infralens.interview: worked scenarios are valid and about a minute; vague parts are rejected."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from infralens.interview import (
+    PARTS,
+    Scenario,
+    ddp_stops_scaling_across_nodes,
+    long_context_out_of_memory,
+    seventy_b_on_64_gpus,
+    speaking_seconds,
+    spoken_answer,
+)
+
+WORKED = [seventy_b_on_64_gpus, ddp_stops_scaling_across_nodes, long_context_out_of_memory]
+
+
+@pytest.mark.parametrize("build", WORKED)
+def test_worked_scenarios_take_about_a_minute(build: object) -> None:
+    scenario = build()  # type: ignore[operator]
+    answer = spoken_answer(scenario)
+    assert 45 <= speaking_seconds(answer) <= 70
+    for part in PARTS:  # the answer says every part, in order
+        assert getattr(scenario, part).rstrip(".") in answer
+
+
+def test_the_ddp_scenario_quotes_the_topology_model() -> None:
+    text = ddp_stops_scaling_across_nodes().communication
+    assert "75 ms" in text and "8 ms" in text
+
+
+@pytest.mark.parametrize(
+    ("part", "text", "message"),
+    [
+        ("problem", "", "problem must not be empty"),
+        ("tradeoff", "it depends", "tradeoff is too vague"),
+        ("mechanism", "we use a very large number of GPUs for this job", "sharded, split"),
+        (
+            "communication",
+            "an all-reduce of the gradient every single step here",
+            "link it crosses",
+        ),
+        ("measurement", "we would look at it carefully and see what happens then", "name a signal"),
+    ],
+)
+def test_vague_parts_are_rejected(part: str, text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        replace(seventy_b_on_64_gpus(), **{part: text})
+
+
+def test_speaking_rate_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="words_per_minute must be >= 1"):
+        speaking_seconds("a b", 0)
+
+
+def test_scenario_is_frozen() -> None:
+    s = seventy_b_on_64_gpus()
+    assert isinstance(s, Scenario)
+    with pytest.raises(AttributeError):
+        s.problem = "x"  # type: ignore[misc]
