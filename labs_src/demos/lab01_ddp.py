@@ -61,11 +61,13 @@ def main() -> int:
     local = mean_squared_error_grad(WEIGHT, mine)
     predicted = ddp_gradients(WEIGHT, per_rank)[rank]
     ok = synced == predicted
-    print(
+    # One write per line: ranks share torchrun's stdout, and print() writes the
+    # text and the newline separately, which lets lines from ranks interleave.
+    sys.stdout.write(
         f"rank {rank}/{world}: local_grad={local} synced_grad={synced} "
-        f"predicted={predicted} match={ok}",
-        flush=True,
+        f"predicted={predicted} match={ok}\n"
     )
+    sys.stdout.flush()
     dist.destroy_process_group()
     return 0 if ok else 1
 
