@@ -65,7 +65,13 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
 
 
 def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | None]:
-    """Read a YAML plan file (needs PyYAML: ``pip install infralens-handbook[plan]``)."""
+    """Read a YAML plan file (needs PyYAML: ``pip install infralens-handbook[plan]``).
+
+    >>> load_plan_file("no/such/plan.yaml")
+    Traceback (most recent call last):
+    ...
+    ValueError: no such plan file: no/such/plan.yaml
+    """
     try:
         import yaml
     except ImportError:  # the package itself is standard library only

@@ -236,7 +236,16 @@ def compare(plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload) -> 
 
 
 def render_markdown(sheet: Worksheet) -> str:
-    """The worksheet as two Markdown tables and a memory line."""
+    """The worksheet as two Markdown tables and a memory line.
+
+    >>> from infralens.plan import ParallelPlan
+    >>> from infralens.topology import Cluster
+    >>> c = Cluster.from_node_shape("1_node_x_8_gpus")
+    >>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
+    ...              micro_batch_size=1, global_batch_size=8)
+    >>> print(render_markdown(fill_worksheet(ParallelPlan(dp=8), c, w)).splitlines()[2])
+    | DP | 8 | nvlink | replicas (sharded by ZeRO) over the rest; one sync per step |
+    """
     lines = ["| Axis | Degree | Placement | Reason |", "| --- | ---: | --- | --- |"]
     lines += [f"| {r.axis.upper()} | {r.degree} | {r.placement} | {r.reason} |" for r in sheet.axes]
     lines += [

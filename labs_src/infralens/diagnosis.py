@@ -99,6 +99,9 @@ class Trace:
 def load_trace(path: str | Path) -> Trace:
     """Read a JSON trace: ``{"world_size": n, "records": [{step, rank, compute_s, ...}]}``.
 
+    >>> load_trace(STARTER_TRACES / "input_stall.json").per_rank("data_wait_s")
+    [0.4, 0.4, 0.4, 0.4]
+
     Raises ``ValueError`` if the file is not such a document or misses ranks.
     """
     data = json.loads(Path(path).read_text(encoding="utf-8"))

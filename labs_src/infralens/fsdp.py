@@ -52,7 +52,11 @@ class Unit:
 
     @property
     def numel(self) -> int:
-        """Elements of the unit's unsharded parameters."""
+        """Elements of the unit's unsharded parameters.
+
+        >>> Unit("lin", ((5, 3), (5,))).numel
+        20
+        """
         return sum(_prod(s) for s in self.param_shapes)
 
 

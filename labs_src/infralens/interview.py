@@ -99,7 +99,12 @@ class Scenario:
 
 
 def spoken_answer(scenario: Scenario) -> str:
-    """The five parts as one answer, in the order an interviewer expects."""
+    """The five parts as one answer, in the order an interviewer expects.
+
+    >>> answer = spoken_answer(ddp_stops_scaling_across_nodes())
+    >>> answer.startswith("Step time barely changes"), answer.count(". ") + 1
+    (True, 5)
+    """
     return " ".join(getattr(scenario, part).rstrip(".") + "." for part in PARTS)
 
 

@@ -115,6 +115,9 @@ class Cluster:
     def node_of(self, rank: int) -> int:
         """Node index of *rank*: ``rank // gpus_per_node``.
 
+        >>> Cluster.from_node_shape("2_nodes_x_8_gpus").node_of(9)
+        1
+
         Raises ``ValueError`` if *rank* is outside the cluster.
         """
         r = nonnegative_int("rank", rank)

@@ -57,7 +57,11 @@ class ModelStates:
 
     @property
     def total(self) -> int:
-        """Sum of the three components, in bytes."""
+        """Sum of the three components, in bytes.
+
+        >>> ModelStates(parameters=2, gradients=2, optimizer=12).total
+        16
+        """
         return self.parameters + self.gradients + self.optimizer
 
 
