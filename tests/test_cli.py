@@ -65,3 +65,39 @@ def test_bad_input_is_one_line_and_exit_2(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ([1, 2], "the plan file must be a mapping, got list"),
+        ({"node_shape": "1_node_x_8_gpus", "parallelism": {}}, "needs a 'world_size' entry"),
+        (
+            {"world_size": 8, "node_shape": "1_node_x_8_gpus", "parallelism": {"sp_size": 2}},
+            "parallelism has unknown keys ['sp_size']",
+        ),
+        (
+            {"world_size": 8, "node_shape": "2_nodes_x_8_gpus", "parallelism": {"tp_size": 8}},
+            "node_shape gives 16 GPUs but world_size is 8",
+        ),
+        (
+            {
+                "world_size": 8,
+                "node_shape": "1_node_x_8_gpus",
+                "parallelism": {"tp_size": 8},
+                "training": {"layers": 2, "batch": 4},
+            },
+            "training has unknown keys ['batch']",
+        ),
+        (
+            {"world_size": 8, "node_shape": "1_node_x_8_gpus", "cluster": "tpu", "parallelism": {}},
+            "preset must be one of",
+        ),
+    ],
+)
+def test_parse_plan_names_each_problem(data: object, expected: str) -> None:
+    from infralens.cli import parse_plan
+
+    with pytest.raises(ValueError) as caught:
+        parse_plan(data)
+    assert expected in str(caught.value)

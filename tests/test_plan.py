@@ -54,6 +54,9 @@ MEGATRON_TABLE_1 = [
     (8, 4, 1024), (8, 8, 1536), (8, 16, 1920), (8, 35, 2520), (8, 64, 3072),
 ]  # fmt: skip
 # Llama 3 paper (Dubey et al. 2024), Table 4: (GPUs, TP, CP, PP, DP) for Llama 3 405B.
+# The long-context row prints DP 4 in at least one version of the paper, which
+# fills only 8,192 GPUs; DP 8 follows from its 16,384 GPUs and from 16 sequences
+# of 131,072 tokens per DP rank making its 16M-token batch. lab-07 says so.
 LLAMA3_TABLE_4 = [(8192, 8, 1, 16, 64), (16384, 8, 1, 16, 128), (16384, 8, 16, 16, 8)]
 
 

@@ -106,3 +106,17 @@ def test_topology_notes_table_matches_the_presets() -> None:
         intra, inter = CLUSTER_PRESETS[cells[0].strip()]
         assert int(cells[2]) * GB == intra.bandwidth_bytes_per_s
         assert int(cells[4]) * GB == inter.bandwidth_bytes_per_s
+
+
+def test_unknown_op_is_rejected_even_for_one_rank() -> None:
+    with pytest.raises(ValueError, match="op must be one of"):
+        collective_seconds("bogus", 10, [3], H100)
+
+
+def test_llama3_figure_5_placement() -> None:
+    # Llama 3 paper, Figure 5: TP 2, CP 2, PP 2, DP 2 on 16 GPUs in the order
+    # [TP, CP, PP, DP]: GPU 0 shares TP with 1, CP with 2, PP with 4, DP with 8.
+    plan = ParallelPlan(tp=2, cp=2, pp=2, dp=2, order="tp-cp-pp-dp")
+    assert [plan.groups(axis)[0] for axis in ("tp", "cp", "pp", "dp")] == [
+        [0, 1], [0, 2], [0, 4], [0, 8]
+    ]  # fmt: skip

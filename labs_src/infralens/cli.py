@@ -60,7 +60,12 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
         )
     work = None
     if "training" in top:
-        work = Workload(**_mapping(top["training"], "training"))
+        training = _mapping(top["training"], "training")
+        known = set(Workload.__dataclass_fields__)
+        unknown_training = sorted(set(training) - known)
+        if unknown_training:
+            raise ValueError(f"training has unknown keys {unknown_training}; use {sorted(known)}")
+        work = Workload(**training)
     return plan, cluster, work
 
 
@@ -75,7 +80,9 @@ def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | 
     try:
         import yaml
     except ImportError:  # the package itself is standard library only
-        raise ValueError("reading YAML needs PyYAML: pip install pyyaml") from None
+        raise ValueError(
+            "reading YAML needs PyYAML: pip install 'infralens-handbook[plan]'"
+        ) from None
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"no such plan file: {p}")

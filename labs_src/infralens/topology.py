@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from infralens._validate import check_choice, nonnegative_int, positive_int
-from infralens.collectives import ring_bytes_sent
+from infralens.collectives import OPS, ring_bytes_sent
 
 __all__ = [
     "CLUSTER_PRESETS",
@@ -141,6 +141,7 @@ class Cluster:
 
 
 def _ring_seconds(op: str, nbytes: int, n: int, tier: LinkTier) -> Fraction:
+    check_choice("op", op, OPS)
     if n == 1:
         return Fraction(0)
     steps = 2 * (n - 1) if op == "all_reduce" else n - 1
