@@ -38,6 +38,10 @@ def main() -> int:
     except ValueError as err:
         if rank == 0:
             print(f"lab01_ddp: {err} (use a world size that divides {len(BATCH)})", file=sys.stderr)
+            sys.stderr.flush()
+        # No rank exits before rank 0 has written: torchrun kills the others
+        # as soon as one child fails.
+        dist.barrier()
         dist.destroy_process_group()
         return 2
     if args.backend == "nccl":

@@ -74,6 +74,7 @@ def test_every_rank_prints_the_predicted_gradient(nproc: int) -> None:
 def test_a_world_size_that_does_not_divide_the_batch_fails_cleanly() -> None:
     done = run_demo(3)
     assert done.returncode != 0
+    assert re.search(r"exitcode\s*:\s*2", done.stderr), done.stderr[-2000:]  # the demo's own 2
     messages = [line for line in done.stderr.splitlines() if line.startswith("lab01_ddp:")]
     assert len(messages) == 1, done.stderr[-2000:]
     assert "8 % 3 = 2" in messages[0]
