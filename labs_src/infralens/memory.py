@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, divisible, positive_int
 
 __all__ = ["RECOMPUTE", "activation_bytes_per_layer"]
 
@@ -61,8 +61,7 @@ def activation_bytes_per_layer(
     a = positive_int("heads", heads)
     t = positive_int("tp", tp)
     mode = check_choice("recompute", recompute, RECOMPUTE)
-    if a % t:
-        raise ValueError(f"heads must be divisible by tp: {a} % {t} = {a % t}")
+    divisible("heads", a, "tp", t)
     sbh = s * b * h
     if mode == "full":
         total = Fraction(2 * sbh)

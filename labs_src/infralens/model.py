@@ -1,0 +1,339 @@
+"""Transformer shapes, parameter counts and training FLOPs.
+
+The parallelism labs need one shared description of a model: how many
+parameters it has, where they sit (attention, MLP, norms, embeddings), and how
+much arithmetic one training token costs. :class:`TransformerConfig` holds the
+shape; :data:`PRESETS` holds published models built from their official
+configurations, and each preset's :meth:`~TransformerConfig.num_params`
+equals the parameter count of its released checkpoint.
+
+>>> PRESETS["llama3-8b"].num_params()
+8030261248
+>>> PRESETS["llama2-7b"].head_dim, PRESETS["llama3-70b"].kv_heads
+(128, 8)
+
+The closed form that Megatron-LM's papers use for GPT models (Narayanan et
+al. 2021, Eq. 2) reproduces the sizes of their Table 1 (vocabulary 51,200,
+sequence 2,048):
+
+>>> round(megatron_param_count(layers=80, hidden=12288, vocab_size=51200, seq_len=2048) / 1e9, 1)
+145.6
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from infralens._validate import check_choice, divisible, positive_int
+
+__all__ = [
+    "NORMS",
+    "PRESETS",
+    "TransformerConfig",
+    "llama_ffn_hidden",
+    "megatron_flops_per_iteration",
+    "megatron_param_count",
+    "megatron_training_seconds",
+    "training_flops",
+]
+
+NORMS = ("layernorm", "rmsnorm")
+"""LayerNorm has a weight and a bias per channel; RMSNorm has only a weight."""
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The shape of a decoder-only transformer.
+
+    ``gated_mlp`` selects a SwiGLU-style MLP (three ``hidden x ffn_hidden``
+    matrices) instead of two; ``bias`` adds biases to every linear layer;
+    ``learned_positions`` adds a ``seq_len x hidden`` position table (GPT-3)
+    instead of rotary embeddings, which have no parameters.
+
+    >>> TransformerConfig(layers=2, hidden=8, heads=2, kv_heads=2, ffn_hidden=32,
+    ...                   vocab_size=10, seq_len=4).num_params()
+    1776
+    >>> TransformerConfig(layers=2, hidden=8, heads=3, kv_heads=3, ffn_hidden=32,
+    ...                   vocab_size=10, seq_len=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: hidden must be divisible by heads: 8 % 3 = 2
+
+    Raises ``ValueError`` for a size below 1, ``hidden`` not divisible by
+    ``heads``, ``heads`` not divisible by ``kv_heads``, or an unknown ``norm``.
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    vocab_size: int
+    seq_len: int
+    gated_mlp: bool = False
+    tied_embeddings: bool = False
+    norm: str = "layernorm"
+    bias: bool = False
+    learned_positions: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size"):
+            positive_int(name, getattr(self, name))
+        positive_int("seq_len", self.seq_len)
+        check_choice("norm", self.norm, NORMS)
+        divisible("hidden", self.hidden, "heads", self.heads)
+        divisible("heads", self.heads, "kv_heads", self.kv_heads)
+
+    @property
+    def head_dim(self) -> int:
+        """Channels per attention head: ``hidden // heads``."""
+        return self.hidden // self.heads
+
+    def attention_params(self) -> int:
+        """Parameters of one attention block: Q and O are h x h, K and V are h x (kv_heads·d).
+
+        >>> PRESETS["llama3-8b"].attention_params()
+        41943040
+        """
+        h, kv = self.hidden, self.kv_heads * self.head_dim
+        weights = 2 * h * h + 2 * h * kv
+        return weights + ((h + 2 * kv + h) if self.bias else 0)
+
+    def mlp_params(self) -> int:
+        """Parameters of one MLP: 2·h·f (3·h·f when gated), plus biases if any.
+
+        >>> PRESETS["llama3-8b"].mlp_params()
+        176160768
+        """
+        h, f = self.hidden, self.ffn_hidden
+        matrices = 3 if self.gated_mlp else 2
+        biases = (matrices - 1) * f + h if self.bias else 0
+        return matrices * h * f + biases
+
+    def norm_params(self) -> int:
+        """Parameters of one normalisation layer: 2·h for LayerNorm, h for RMSNorm."""
+        return 2 * self.hidden if self.norm == "layernorm" else self.hidden
+
+    def layer_params(self) -> int:
+        """Parameters of one transformer layer: attention, MLP and two norms."""
+        return self.attention_params() + self.mlp_params() + 2 * self.norm_params()
+
+    def embedding_params(self) -> int:
+        """Token embedding (V·h), plus the position table (s·h) when positions are learned."""
+        positions = self.seq_len * self.hidden if self.learned_positions else 0
+        return self.vocab_size * self.hidden + positions
+
+    def output_params(self) -> int:
+        """The output projection to the vocabulary: V·h, or 0 when tied to the embedding."""
+        return 0 if self.tied_embeddings else self.vocab_size * self.hidden
+
+    def num_params(self) -> int:
+        """All parameters: L layers, embeddings, the output layer and the final norm.
+
+        N = L·(attention + MLP + 2·norm) + embedding + output + norm
+
+        Buffers are not parameters: Hugging Face's Llama 2 checkpoints also
+        store each layer's ``head_dim / 2`` rotary inverse frequencies, which
+        the models do not train.
+
+        >>> PRESETS["llama2-7b"].num_params()
+        6738415616
+        """
+        body = self.layers * self.layer_params() + self.norm_params()
+        return body + self.embedding_params() + self.output_params()
+
+    def non_embedding_params(self) -> int:
+        """Parameters outside the embedding and output layers (Kaplan et al.'s N)."""
+        return self.num_params() - self.embedding_params() - self.output_params()
+
+
+def training_flops(config: TransformerConfig, tokens: int, *, attention: bool = False) -> int:
+    """Training FLOPs for *tokens* tokens: the 6N rule, optionally with attention.
+
+    C = 6·N·D, with N = ``config.num_params()`` and D = *tokens*. With
+    ``attention=True`` each token also pays 6·L·s·h for the attention scores
+    and their product with V (Kaplan et al. 2020, Table 1: forward
+    2·n_layer·n_ctx·d_attn, backward twice that), with s = ``config.seq_len``.
+
+    >>> f"{training_flops(PRESETS['llama3.1-405b'], 15_600_000_000_000):.2e}"
+    '3.80e+25'
+    >>> training_flops(PRESETS["llama3-8b"], 0)
+    0
+
+    Raises ``ValueError`` if *tokens* is negative.
+    """
+    if isinstance(tokens, bool) or not isinstance(tokens, int):
+        raise TypeError(f"tokens must be an int, got {type(tokens).__name__}")
+    if tokens < 0:
+        raise ValueError(f"tokens must be >= 0, got {tokens}")
+    per_token = 6 * config.num_params()
+    if attention:
+        per_token += 6 * config.layers * config.seq_len * config.hidden
+    return per_token * tokens
+
+
+def llama_ffn_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: Fraction | None = None) -> int:
+    """The SwiGLU width Meta's Llama code derives from ``dim``.
+
+    f = ⌊2·4·dim / 3⌋, then ⌊multiplier·f⌋ if a multiplier is given, then
+    rounded up to a multiple of ``multiple_of``. Pass the multiplier as a
+    ``Fraction`` so the floor is exact.
+
+    >>> llama_ffn_hidden(4096, 256)
+    11008
+    >>> llama_ffn_hidden(16384, 4096, Fraction("1.2"))
+    53248
+    >>> llama_ffn_hidden(4096, 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: multiple_of must be >= 1, got 0
+    """
+    positive_int("dim", dim)
+    positive_int("multiple_of", multiple_of)
+    f = 2 * 4 * dim // 3
+    if ffn_dim_multiplier is not None:
+        f = int(Fraction(ffn_dim_multiplier) * f)
+    return -(-f // multiple_of) * multiple_of
+
+
+def _llama(
+    layers: int, dim: int, heads: int, kv_heads: int, vocab: int, seq: int, ffn: int
+) -> TransformerConfig:
+    return TransformerConfig(
+        layers=layers,
+        hidden=dim,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_hidden=ffn,
+        vocab_size=vocab,
+        seq_len=seq,
+        gated_mlp=True,
+        norm="rmsnorm",
+    )
+
+
+_M13 = Fraction("1.3")
+PRESETS: dict[str, TransformerConfig] = {
+    # Brown et al. 2020, Table 2.1; GPT-2's 50,257-token vocabulary, learned
+    # positions, biases and LayerNorm, output tied to the embedding.
+    "gpt3-175b": TransformerConfig(
+        layers=96,
+        hidden=12288,
+        heads=96,
+        kv_heads=96,
+        ffn_hidden=4 * 12288,
+        vocab_size=50257,
+        seq_len=2048,
+        tied_embeddings=True,
+        bias=True,
+        learned_positions=True,
+    ),
+    # Meta's Llama 2 code (multiple_of 256; 70B: n_kv_heads 8, multiplier 1.3,
+    # multiple_of 4096); 32,000 tokens and 4,096 positions (Touvron et al. 2023).
+    "llama2-7b": _llama(32, 4096, 32, 32, 32000, 4096, llama_ffn_hidden(4096, 256)),
+    "llama2-13b": _llama(40, 5120, 40, 40, 32000, 4096, llama_ffn_hidden(5120, 256)),
+    "llama2-70b": _llama(80, 8192, 64, 8, 32000, 4096, llama_ffn_hidden(8192, 4096, _M13)),
+    # Meta's llama-models model_args: 128,256 tokens in the released checkpoints.
+    "llama3-8b": _llama(32, 4096, 32, 8, 128256, 8192, llama_ffn_hidden(4096, 1024, _M13)),
+    "llama3-70b": _llama(80, 8192, 64, 8, 128256, 8192, llama_ffn_hidden(8192, 4096, _M13)),
+    "llama3.1-405b": _llama(
+        126, 16384, 128, 8, 128256, 131072, llama_ffn_hidden(16384, 4096, Fraction("1.2"))
+    ),
+}
+"""Published models, built from their official configurations (see the lab pages)."""
+
+
+def megatron_param_count(*, layers: int, hidden: int, vocab_size: int, seq_len: int) -> int:
+    """GPT parameter count in the closed form of Narayanan et al. (2021), Eq. 2.
+
+    P = 12·l·h²·(1 + 13/(12·h) + (V + s)/(12·l·h)) = 12·l·h² + 13·l·h + (V + s)·h
+
+    It counts a 4h MLP, biases, two LayerNorms per layer, the token and
+    position embeddings, and an output layer tied to the embedding; it leaves
+    out the final LayerNorm. Two rows of the paper's Table 1 (V = 51,200,
+    s = 2,048):
+
+    >>> [round(megatron_param_count(layers=l, hidden=h, vocab_size=51200, seq_len=2048) / 1e9, 1)
+    ...  for l, h in ((24, 2304), (128, 25600))]
+    [1.7, 1008.0]
+    >>> megatron_param_count(layers=0, hidden=1, vocab_size=1, seq_len=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: layers must be >= 1, got 0
+    """
+    l_ = positive_int("layers", layers)
+    h = positive_int("hidden", hidden)
+    v = positive_int("vocab_size", vocab_size)
+    s = positive_int("seq_len", seq_len)
+    return 12 * l_ * h * h + 13 * l_ * h + (v + s) * h
+
+
+def megatron_flops_per_iteration(
+    *,
+    batch_size: int,
+    seq_len: int,
+    layers: int,
+    hidden: int,
+    vocab_size: int,
+    recompute: bool = True,
+) -> int:
+    """FLOPs of one training iteration of a GPT model (Narayanan et al. 2021, Eq. 3).
+
+    Per layer a forward pass costs 24·B·s·h² + 4·B·s²·h; backward costs twice
+    that, and full activation recomputation one more forward. The output layer
+    adds 2·B·s·h·V forward, never recomputed:
+
+    F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))   with recomputation (the paper's form)
+    F = 72·B·s·l·h²·(1 + s/(6h)) + 6·B·s·h·V     without
+
+    >>> megatron_flops_per_iteration(batch_size=1, seq_len=1, layers=1, hidden=1, vocab_size=16)
+    208
+    >>> megatron_flops_per_iteration(batch_size=1, seq_len=0, layers=1, hidden=1, vocab_size=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seq_len must be >= 1, got 0
+    """
+    b = positive_int("batch_size", batch_size)
+    s = positive_int("seq_len", seq_len)
+    l_ = positive_int("layers", layers)
+    h = positive_int("hidden", hidden)
+    v = positive_int("vocab_size", vocab_size)
+    passes = 4 if recompute else 3  # forward, backward (2x), recomputed forward
+    per_layer_forward = 24 * b * s * h * h + 4 * b * s * s * h
+    return passes * l_ * per_layer_forward + 6 * b * s * h * v
+
+
+def megatron_training_seconds(
+    *, tokens: int, num_params: int, gpus: int, flops_per_gpu: int | Fraction
+) -> Fraction:
+    """End-to-end training time estimate of Narayanan et al. (2021), Eq. 4.
+
+    time ≈ 8·T·P / (n·X): T tokens, P parameters, n GPUs each sustaining X
+    FLOP/s, with activation recomputation (hence 8 rather than 6). The
+    paper's two examples, GPT-3 on 1,024 A100s at 140 teraFLOP/s and the 1T
+    model on 3,072 at 163:
+
+    >>> day = 86400
+    >>> round(megatron_training_seconds(tokens=300 * 10**9, num_params=175 * 10**9,
+    ...                                 gpus=1024, flops_per_gpu=140 * 10**12) / day)
+    34
+    >>> one_t = megatron_param_count(layers=128, hidden=25600, vocab_size=51200, seq_len=2048)
+    >>> round(megatron_training_seconds(tokens=450 * 10**9, num_params=one_t,
+    ...                                 gpus=3072, flops_per_gpu=163 * 10**12) / day)
+    84
+    >>> megatron_training_seconds(tokens=1, num_params=1, gpus=1, flops_per_gpu=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: flops_per_gpu must be > 0, got 0
+    """
+    t = positive_int("tokens", tokens)
+    p = positive_int("num_params", num_params)
+    n = positive_int("gpus", gpus)
+    if isinstance(flops_per_gpu, bool) or not isinstance(flops_per_gpu, int | Fraction):
+        raise TypeError(
+            f"flops_per_gpu must be an int or Fraction, got {type(flops_per_gpu).__name__}"
+        )
+    if flops_per_gpu <= 0:
+        raise ValueError(f"flops_per_gpu must be > 0, got {flops_per_gpu}")
+    return Fraction(8 * t * p) / (n * Fraction(flops_per_gpu))
