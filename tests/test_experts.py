@@ -13,7 +13,6 @@ from infralens.experts import (
     all_to_all_bytes,
     expert_capacity,
     expert_rank,
-    experts_on_rank,
     layer_seconds,
     load_balancing_loss,
     rank_tokens,
@@ -62,6 +61,8 @@ def test_top_k_errors() -> None:
         top_k_experts([[1, 2], [1]], top_k=1)
     with pytest.raises(TypeError, match="scores must be numbers, got str"):
         top_k_experts([[1, "2"]], top_k=1)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="scores must not be NaN: row 0"):
+        top_k_experts([[1.0, float("nan")]], top_k=1)
 
 
 # --- capacity and drops ---------------------------------------------------------------------
@@ -125,9 +126,9 @@ def test_route_errors() -> None:
 @given(st.integers(1, 8), st.integers(1, 8))
 def test_every_expert_lives_on_exactly_one_rank(ep: int, per: int) -> None:
     experts = ep * per
-    held = [x for r in range(ep) for x in experts_on_rank(r, experts, ep)]
-    assert held == list(range(experts))
-    assert all(x in experts_on_rank(expert_rank(x, experts, ep), experts, ep) for x in held)
+    ranks = [expert_rank(x, experts, ep) for x in range(experts)]
+    assert ranks == sorted(ranks)  # contiguous blocks
+    assert [ranks.count(r) for r in range(ep)] == [per] * ep  # experts / ep on each rank
 
 
 def test_placement_errors() -> None:
@@ -135,8 +136,6 @@ def test_placement_errors() -> None:
         expert_rank(0, 6, 4)
     with pytest.raises(ValueError, match=r"expert must be in range\(0, 8\), got 8"):
         expert_rank(8, 8, 4)
-    with pytest.raises(ValueError, match=r"rank must be in range\(0, 4\), got 4"):
-        experts_on_rank(4, 8, 4)
 
 
 def test_ep_groups_come_from_the_plan_inside_dp() -> None:
@@ -193,6 +192,10 @@ def test_dispatch_errors() -> None:
         all_to_all_bytes([[0, -1], [0, 0]], 8, 2)
     with pytest.raises(ValueError, match="hidden must be >= 1, got 0"):
         all_to_all_bytes([[0]], 0, 2)
+    with pytest.raises(ValueError, match=r"counts must be square \(ep x ep\), got 1 rows"):
+        all_to_all_bytes([[0, 1]], 8, 2)
+    with pytest.raises(ValueError, match="experts must be divisible by ep: 3 % 2 = 1"):
+        send_buffer([(0,)], experts=3, ep=2)
 
 
 # --- stragglers and balance ------------------------------------------------------------------
@@ -219,6 +222,8 @@ def test_layer_time_errors() -> None:
         layer_seconds([1, 1], 1, 1, 0)
     with pytest.raises(ValueError, match="experts must be divisible by ep: 3 % 2 = 1"):
         layer_seconds([1, 1, 1], 2, 1, 1)
+    with pytest.raises(ValueError, match="per_expert must be >= 0, got -1"):
+        layer_seconds([-1, 1], 1, 1, 1, capacity=2)
 
 
 def test_switch_loss_is_alpha_when_uniform_and_alpha_n_when_collapsed() -> None:

@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
-from infralens._validate import nonnegative_int, nonnegative_number, positive_int, rank_in
+from infralens._validate import (
+    nonnegative_int,
+    nonnegative_number,
+    positive_int,
+    rank_in,
+    same_lengths,
+)
 from infralens.collectives import Value
 
 __all__ = [
@@ -40,7 +46,6 @@ __all__ = [
     "all_to_all_bytes",
     "expert_capacity",
     "expert_rank",
-    "experts_on_rank",
     "layer_seconds",
     "load_balancing_loss",
     "rank_tokens",
@@ -56,17 +61,17 @@ __all__ = [
 def top_k_experts(scores: Sequence[Sequence[Value | float]], top_k: int) -> list[tuple[int, ...]]:
     """Each token's ``top_k`` experts, highest score first; ties go to the lower index.
 
-    Token t picks the experts e sorted by ``(-scores[t][e], e)``, first
-    ``top_k`` of them: a deterministic rule, so equal scores never depend on
-    a sort's stability or a kernel's choice.
+    Token t takes the first ``top_k`` experts e sorted by
+    ``(-scores[t][e], e)``, so equal scores never depend on a kernel's choice.
 
     >>> top_k_experts([[0.1, 0.7, 0.2], [1, 1, 0]], top_k=1)
     [(1,), (0,)]
     >>> top_k_experts([[3, 3, 3, 3]], top_k=4)     # a full tie: index order
     [(0, 1, 2, 3)]
 
-    Raises ``ValueError`` if the rows differ in length or ``top_k`` exceeds
-    the number of experts, ``TypeError`` if a score is not a number.
+    Raises ``ValueError`` if the rows differ in length, a score is NaN or
+    ``top_k`` exceeds the number of experts, ``TypeError`` if a score is not
+    a number.
     """
     k = positive_int("top_k", top_k)
     out = []
@@ -78,6 +83,8 @@ def top_k_experts(scores: Sequence[Sequence[Value | float]], top_k: int) -> list
         for s in row:
             if isinstance(s, bool) or not isinstance(s, int | float | Fraction):
                 raise TypeError(f"scores must be numbers, got {type(s).__name__}")
+            if s != s:
+                raise ValueError(f"scores must not be NaN: row {t}")
         out.append(tuple(sorted(range(len(row)), key=lambda e: (-row[e], e))[:k]))
     return out
 
@@ -185,22 +192,6 @@ def expert_rank(expert: int, experts: int, ep: int) -> int:
     return rank_in("expert", expert, experts) // per
 
 
-def experts_on_rank(rank: int, experts: int, ep: int) -> range:
-    """Experts held by EP *rank*: ``range(rank * experts/ep, (rank + 1) * experts/ep)``.
-
-    >>> experts_on_rank(1, experts=8, ep=4)
-    range(2, 4)
-    >>> experts_on_rank(0, experts=8, ep=1)           # no expert parallelism
-    range(0, 8)
-
-    Raises ``ValueError`` if *experts* is not divisible by *ep* or *rank* is
-    not in ``range(ep)``.
-    """
-    per = _experts_per_rank(experts, ep)
-    r = rank_in("rank", rank, ep)
-    return range(r * per, (r + 1) * per)
-
-
 def send_buffer(
     routes: Sequence[Sequence[int]], experts: int, ep: int
 ) -> list[list[tuple[int, int]]]:
@@ -216,6 +207,7 @@ def send_buffer(
     Raises ``ValueError`` as :func:`route` and :func:`expert_rank` do.
     """
     _checked(routes, experts)
+    _experts_per_rank(experts, ep)
     blocks: list[list[tuple[int, int]]] = [[] for _ in range(ep)]
     copies = sorted((x, t) for t, chosen in enumerate(routes) for x in chosen)
     for x, t in copies:
@@ -257,8 +249,7 @@ def received(
 ) -> list[list[tuple[int, int, int]]]:
     """What each EP rank holds after dispatch: ``(source, token, expert)`` in source order.
 
-    ``all_to_all_single`` concatenates the blocks rank j receives by source
-    rank, so rank j holds block j of rank 0, then of rank 1, and so on.
+    ``all_to_all_single`` leaves on rank j block j of rank 0, then of rank 1, ...
 
     >>> received([[(0,), (3,)], [(1,), (1,)]], experts=4, ep=2)
     [[(0, 0, 0), (1, 0, 1), (1, 1, 1)], [(0, 1, 3)]]
@@ -278,18 +269,19 @@ def all_to_all_bytes(
 ) -> list[int]:
     """Bytes each rank sends to other ranks: ``sum(counts[i][j] for j != i) * hidden * bytes``.
 
-    A rank's copies to its own experts stay in its memory, so the diagonal
-    crosses no link.
+    The diagonal (copies to a rank's own experts) crosses no link.
 
     >>> all_to_all_bytes([[2, 2], [3, 1]], hidden=4096, bytes_per_element=2)
     [16384, 24576]
     >>> all_to_all_bytes([[5]], hidden=4096, bytes_per_element=2)    # ep = 1
     [0]
 
-    Raises ``ValueError`` if *hidden* or *bytes_per_element* < 1 or a count
-    is negative.
+    Raises ``ValueError`` if *hidden* or *bytes_per_element* < 1, *counts*
+    is not square, or a count is negative.
     """
     h = positive_int("hidden", hidden) * positive_int("bytes_per_element", bytes_per_element)
+    if same_lengths("counts", counts) != len(counts):
+        raise ValueError(f"counts must be square (ep x ep), got {len(counts)} rows")
     return [
         h * sum(nonnegative_int("counts", c) for j, c in enumerate(row) if j != i)
         for i, row in enumerate(counts)
@@ -339,9 +331,10 @@ def layer_seconds(
     rate = Fraction(nonnegative_number("flops_per_second", flops_per_second))
     if rate == 0:
         raise ValueError("flops_per_second must be > 0, got 0")
+    tokens = rank_tokens(load, ep)
     if capacity is not None:
-        load = [nonnegative_int("capacity", capacity)] * len(load)
-    return max(rank_tokens(load, ep)) * f / rate
+        tokens = rank_tokens([nonnegative_int("capacity", capacity)] * len(load), ep)
+    return max(tokens) * f / rate
 
 
 def load_balancing_loss(
