@@ -68,8 +68,8 @@ def test_top_k_errors() -> None:
 # --- capacity and drops ---------------------------------------------------------------------
 
 
-def test_switch_figure_3_capacities() -> None:
-    # Fedus et al. (2022), Fig. 3: 6 tokens over 3 experts; capacity 2 at factor 1.0, 3 at 1.5.
+def test_switch_eq_3_at_figure_3s_factors() -> None:
+    # Fedus et al. (2022), eq. 3 with Figure 3's factors 1.0 and 1.5 on three experts, six tokens.
     assert expert_capacity(6, 3, capacity_factor=1.0) == 2
     assert expert_capacity(6, 3, capacity_factor=1.5) == 3
 
@@ -227,7 +227,8 @@ def test_layer_time_errors() -> None:
 
 
 def test_switch_loss_is_alpha_when_uniform_and_alpha_n_when_collapsed() -> None:
-    # Fedus et al. (2022), eq. 4 and the text below it: uniform routing minimises the loss at alpha.
+    # Fedus et al. (2022), eq. 4 and the text after it: uniform routing gives sum f_i P_i = 1/N,
+    # so the loss is alpha (10^-2 in the paper) for any N.
     alpha, n = Fraction(1, 100), 8
     uniform = load_balancing_loss([[Fraction(1, n)] * n] * 16, [2] * n, alpha)
     collapsed = load_balancing_loss([[1] + [0] * (n - 1)] * 16, [16] + [0] * (n - 1), alpha)
