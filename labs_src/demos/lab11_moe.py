@@ -42,11 +42,10 @@ def main() -> int:
 
     dist.init_process_group(args.backend)
     rank, ep = dist.get_rank(), dist.get_world_size()
-    if args.backend == "nccl":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    on_gpu = args.backend == "nccl"
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if on_gpu else None
+    if device is not None:
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
     experts = EXPERTS_PER_RANK * ep
     mine = routes_of(rank, experts)
 
@@ -85,14 +84,14 @@ def main() -> int:
         and observed_in == predicted_in
         and out[:, 0].tolist() == predicted_out
     )
-    # One write per line: ranks share torchrun's stdout.
-    sys.stdout.write(
+    line = (
         f"rank {rank}/{ep}: send_counts={in_splits} recv_counts={out_splits} "
-        f"received={len(observed_in)} rank_tokens={rank_tokens(load, ep)} match={ok}\n"
+        f"received={len(observed_in)} rank_tokens={rank_tokens(load, ep)} match={ok}"
     )
+    sys.stdout.write(line + "\n")  # one write per line: ranks share torchrun's stdout
     sys.stdout.flush()
     dist.destroy_process_group()
-    return 0 if ok else 1
+    return int(not ok)
 
 
 if __name__ == "__main__":

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.runtime.harness import SKIP_REASON, free_port
+from tests.runtime.harness import SKIP_REASON, run_torchrun
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
@@ -42,21 +39,7 @@ def ints(text: str) -> list[int]:
 
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_every_rank_prints_the_predicted_split_sizes(nproc: int) -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "labs_src"), env.get("PYTHONPATH", "")])
-    env["OMP_NUM_THREADS"] = "1"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={nproc}",
-        "--master-addr=127.0.0.1",
-        f"--master-port={free_port()}",
-        str(DEMO),
-        "--backend",
-        "gloo",
-    ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    done = run_torchrun(str(DEMO), nproc, "--backend", "gloo")
     assert done.returncode == 0, done.stderr[-2000:]
     lines = list(LINE.finditer(done.stdout))
     assert sorted(int(m["rank"]) for m in lines) == list(range(nproc)), done.stdout
