@@ -94,9 +94,10 @@ def expert_capacity(
 ) -> int:
     """Token slots per expert: ``ceil(capacity_factor * tokens * top_k / experts)``.
 
-    Switch Transformer's rule (tokens per batch / experts x capacity factor)
-    with ``top_k`` token copies per token, as GShard sizes top-2 buffers.
-    The factor is converted exactly (``Fraction``), so 1.25 is 5/4.
+    Switch Transformer's eq. 3 (tokens per batch / experts x capacity factor)
+    counting ``top_k`` copies per token, since a top-k layer (GShard's top-2)
+    must buffer every copy; at k = 1 it is Switch's rule exactly. The factor
+    is converted exactly (``Fraction``), so 1.25 is 5/4.
 
     >>> expert_capacity(6, 3), expert_capacity(6, 3, capacity_factor=1.5)  # Switch's Fig. 3
     (2, 3)
