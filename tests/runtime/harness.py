@@ -153,4 +153,31 @@ def run_on_ranks_cached(fn: Callable[..., Any], world_size: int, *args: Any) -> 
     return list(value)
 
 
+def run_torchrun(script: str, nproc: int, *args: str, timeout: float = 180) -> Any:
+    """Run *script* under ``python -m torch.distributed.run`` on *nproc* local processes.
+
+    ``labs_src`` goes first on ``PYTHONPATH`` so the script imports this
+    checkout's package; returns the ``subprocess.CompletedProcess`` (text).
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ)
+    labs_src = str(Path(__file__).resolve().parents[2] / "labs_src")
+    env["PYTHONPATH"] = os.pathsep.join([labs_src, env.get("PYTHONPATH", "")])
+    env["OMP_NUM_THREADS"] = "1"
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--master-addr=127.0.0.1",
+        f"--master-port={free_port()}",
+        script,
+        *args,
+    ]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 SKIP_REASON = "torch is not installed; runtime-agreement tests need: pip install torch==2.13.0"
