@@ -14,8 +14,6 @@ the ring's transfer hides behind compute, and what activation memory is left.
 (((0, 4), (12, 16)), ((4, 8), (8, 12)))
 >>> causal_work(16, 2), causal_work(16, 2, "load_balanced")
 ((36, 100), (68, 68))
->>> ring_schedule(4)[1]                       # rank 1 sees K/V of ranks 1, 0, 3, 2
-(1, 0, 3, 2)
 """
 
 from __future__ import annotations
@@ -56,6 +54,20 @@ def _divides(name: str, value: int, by_name: str, by: int) -> int:
     if value % by:
         raise ValueError(f"{name} must be divisible by {by_name}: {value} % {by} = {value % by}")
     return value // by
+
+
+def _tokens(seq_len: int, cp: int) -> int:
+    return _divides("seq_len", positive_int("seq_len", seq_len), "cp", positive_int("cp", cp))
+
+
+def _head_bytes(micro_batch: int, head_dim: int, bytes_per_element: int) -> int:
+    """Bytes of one token of one head for the whole micro-batch."""
+    b = positive_int("micro_batch", micro_batch)
+    return (
+        b
+        * positive_int("head_dim", head_dim)
+        * positive_int("bytes_per_element", bytes_per_element)
+    )
 
 
 def _rate(name: str, value: object) -> Fraction:
@@ -176,10 +188,13 @@ def ring_kv_block_bytes(
 
     Raises ``ValueError`` for a size below 1 or *seq_len* not divisible by *cp*.
     """
-    tokens = _divides("seq_len", positive_int("seq_len", seq_len), "cp", positive_int("cp", cp))
-    kv = positive_int("kv_heads", kv_heads) * positive_int("head_dim", head_dim)
-    b = positive_int("micro_batch", micro_batch)
-    return 2 * b * tokens * kv * positive_int("bytes_per_element", bytes_per_element)
+    tokens = _tokens(seq_len, cp)
+    return (
+        2
+        * tokens
+        * positive_int("kv_heads", kv_heads)
+        * _head_bytes(micro_batch, head_dim, bytes_per_element)
+    )
 
 
 @dataclass(frozen=True)
@@ -330,20 +345,13 @@ def ulysses_bytes(
     Raises ``ValueError`` for a size below 1 or when *seq_len*, *heads* or
     *kv_heads* is not divisible by *cp*, or *heads* by *kv_heads*.
     """
-    n = positive_int("cp", cp)
-    tokens = _divides("seq_len", positive_int("seq_len", seq_len), "cp", n)
-    _divides("heads", positive_int("heads", heads), "cp", n)
-    _divides("kv_heads", positive_int("kv_heads", kv_heads), "cp", n)
+    per_head = _tokens(seq_len, cp) * _head_bytes(micro_batch, head_dim, bytes_per_element)
+    _divides("heads", positive_int("heads", heads), "cp", cp)
+    _divides("kv_heads", positive_int("kv_heads", kv_heads), "cp", cp)
     _divides("heads", heads, "kv_heads", kv_heads)
-    per_head = (
-        positive_int("micro_batch", micro_batch)
-        * tokens
-        * positive_int("head_dim", head_dim)
-        * positive_int("bytes_per_element", bytes_per_element)
-    )
 
     def sent(n_heads: int) -> int:
-        return int(ring_bytes_sent("all_to_all", per_head * n_heads, n))
+        return int(ring_bytes_sent("all_to_all", per_head * n_heads, cp))
 
     return UlyssesBytes(q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads))
 
@@ -364,8 +372,7 @@ def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int,
 
     Raises ``ValueError`` unless *seq_len* and *heads* are divisible by *cp*.
     """
-    n = positive_int("cp", cp)
-    c = _divides("seq_len", positive_int("seq_len", seq_len), "cp", n)
+    c, n = _tokens(seq_len, cp), cp
     g = _divides("heads", positive_int("heads", heads), "cp", n)
     send = [
         [
@@ -408,7 +415,7 @@ def activation_bytes_per_rank(
     Raises ``ValueError`` for a size below 1, *seq_len* not divisible by *cp*
     or an unknown *scores*.
     """
-    local = _divides("seq_len", positive_int("seq_len", seq_len), "cp", positive_int("cp", cp))
+    local = _tokens(seq_len, cp)
     mode = check_choice("scores", scores, SCORES)
 
     def table2(recompute: str) -> int:
