@@ -14,12 +14,11 @@ difference from unsharded causal attention. It exits 1 on any mismatch.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 
 import torch
 import torch.distributed as dist
+from _demo import finish, start, stop
 
 from infralens.context_parallel import causal_work, ring_kv_block_bytes, ring_schedule, token_ranges
 
@@ -27,26 +26,12 @@ SEQ_LEN, HEADS, HEAD_DIM = 16, 4, 8
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
-    args = parser.parse_args()
-
-    dist.init_process_group(args.backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world, device = start(__doc__.splitlines()[0])
     if SEQ_LEN % (2 * world):
-        if rank == 0:
-            sys.stderr.write(
-                f"lab10_ring_attention: {SEQ_LEN} tokens must split into 2 * world_size "
-                f"chunks: {SEQ_LEN} % {2 * world} = {SEQ_LEN % (2 * world)}\n"
-            )
-            sys.stderr.flush()
-        dist.barrier()  # no rank exits before rank 0 has written
-        dist.destroy_process_group()
-        return 2
-    device = torch.device("cpu")
-    if args.backend == "nccl":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
+        return stop(
+            f"lab10_ring_attention: {SEQ_LEN} tokens must split into 2 * world_size "
+            f"chunks: {SEQ_LEN} % {2 * world} = {SEQ_LEN % (2 * world)}"
+        )
 
     gen = torch.Generator().manual_seed(0)  # every rank builds the same q, k, v
     q, k, v = (
@@ -104,15 +89,12 @@ def main() -> int:
         SEQ_LEN, world, HEADS, HEAD_DIM, bytes_per_element=8
     )
     ok = seen == order and pairs == want_pairs and received == want_bytes and error < 1e-12
-    # One write per line, so lines from different ranks do not interleave.
-    sys.stdout.write(
+    return finish(
         f"rank {rank}/{world}: kv_from={seen} predicted={order} pairs={pairs} "
         f"predicted={want_pairs} bytes={received} predicted={want_bytes} "
-        f"max_error={error:.1e} match={ok}\n"
+        f"max_error={error:.1e} match={ok}",
+        ok,
     )
-    sys.stdout.flush()
-    dist.destroy_process_group()
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

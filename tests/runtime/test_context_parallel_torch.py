@@ -6,7 +6,7 @@ place or order cannot go unnoticed:
 
 * the Ulysses re-shard with ``dist.all_to_all_single`` (sequence-sharded to
   head-sharded and back);
-* a ring pass of K/V blocks with ``dist.batch_isend_irecv``;
+* a ring pass of K/V blocks with blocking ``dist.send`` / ``dist.recv``;
 * an all-gather of K/V shards in the load-balanced layout, as Llama 3 does;
 * causal attention computed blockwise on the load-balanced layout, ring
   style with an online softmax and all-gather style, against unsharded
@@ -75,19 +75,23 @@ def _ulysses(rank: int, world: int) -> dict[str, Any]:
 
 
 def _ring_pass(rank: int, world: int, k: Any, v: Any, pos: Any, step: Any) -> None:
-    """Rotate (k, v, pos) one place around the ring, calling step() on each block held."""
+    """Rotate (k, v, pos) around the ring with blocking send/recv, calling step() on each block.
+
+    Even ranks send before they receive and odd ranks the other way round, so
+    the blocking calls pair up on an even ring (the demo uses batch_isend_irecv).
+    """
     import torch.distributed as dist
 
     block = (k, v, pos.to(torch.float64))
     for t in range(world):
         step(t, block)
         if t == world - 1:
-            break
+            return
         incoming = tuple(torch.empty_like(x) for x in block)
-        ops = [dist.P2POp(dist.isend, x, (rank + 1) % world) for x in block]
-        ops += [dist.P2POp(dist.irecv, x, (rank - 1) % world) for x in incoming]
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()
+        send = [lambda x=x: dist.send(x, (rank + 1) % world) for x in block]
+        recv = [lambda x=x: dist.recv(x, (rank - 1) % world) for x in incoming]
+        for call in send + recv if rank % 2 == 0 else recv + send:
+            call()
         block = incoming
 
 

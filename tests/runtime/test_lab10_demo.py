@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.runtime.harness import SKIP_REASON, free_port
+from tests.runtime.harness import SKIP_REASON, run_torchrun
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
@@ -20,8 +18,7 @@ from infralens.context_parallel import (  # noqa: E402
     ring_schedule,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "labs_src" / "demos" / "lab10_ring_attention.py"
+DEMO = Path(__file__).resolve().parents[2] / "labs_src" / "demos" / "lab10_ring_attention.py"
 LINE = re.compile(
     r"rank (?P<rank>\d+)/(?P<world>\d+): kv_from=\[(?P<seen>[\d, ]+)\] predicted=\[[\d, ]+\] "
     r"pairs=(?P<pairs>\d+) predicted=\d+ bytes=(?P<bytes>\d+) predicted=\d+ "
@@ -42,21 +39,7 @@ SEQ_LEN, HEADS, HEAD_DIM = demo_sizes()
 
 
 def run_demo(nproc: int) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "labs_src"), env.get("PYTHONPATH", "")])
-    env["OMP_NUM_THREADS"] = "1"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={nproc}",
-        "--master-addr=127.0.0.1",
-        f"--master-port={free_port()}",
-        str(DEMO),
-        "--backend",
-        "gloo",
-    ]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    return run_torchrun(DEMO, nproc, "--backend", "gloo")
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
