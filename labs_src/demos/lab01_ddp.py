@@ -11,13 +11,11 @@ rank whose synchronised gradient differs from the prediction.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from fractions import Fraction
 
 import torch
-import torch.distributed as dist
+from _demo import finish, start, stop
 from torch.nn.parallel import DistributedDataParallel
 
 from infralens.ddp import ddp_gradients, mean_squared_error_grad, split_batch
@@ -27,28 +25,11 @@ WEIGHT = 1
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
-    args = parser.parse_args()
-
-    dist.init_process_group(args.backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world, device = start(__doc__.splitlines()[0])
     try:
         per_rank = split_batch(BATCH, world)
     except ValueError as err:
-        if rank == 0:
-            print(f"lab01_ddp: {err} (use a world size that divides {len(BATCH)})", file=sys.stderr)
-            sys.stderr.flush()
-        # No rank exits before rank 0 has written: torchrun kills the others
-        # as soon as one child fails.
-        dist.barrier()
-        dist.destroy_process_group()
-        return 2
-    if args.backend == "nccl":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+        return stop(f"lab01_ddp: {err} (use a world size that divides {len(BATCH)})")
 
     model = torch.nn.Linear(1, 1, bias=False).to(device=device, dtype=torch.float64)
     with torch.no_grad():
@@ -65,15 +46,15 @@ def main() -> int:
     local = mean_squared_error_grad(WEIGHT, mine)
     predicted = ddp_gradients(WEIGHT, per_rank)[rank]
     ok = synced == predicted
-    # One write per line: ranks share torchrun's stdout, and print() writes the
-    # text and the newline separately, which lets lines from ranks interleave.
-    sys.stdout.write(
+    # DDP's reducer holds the process group and is reachable from the autograd
+    # graph of `loss`; free both before finish() destroys the group, or the
+    # reducer's teardown can race gloo's and abort the process.
+    del loss, ddp
+    return finish(
         f"rank {rank}/{world}: local_grad={local} synced_grad={synced} "
-        f"predicted={predicted} match={ok}\n"
+        f"predicted={predicted} match={ok}",
+        ok,
     )
-    sys.stdout.flush()
-    dist.destroy_process_group()
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -27,9 +27,12 @@ import multiprocessing as mp
 import os
 import queue
 import socket
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 90.0
@@ -153,19 +156,15 @@ def run_on_ranks_cached(fn: Callable[..., Any], world_size: int, *args: Any) -> 
     return list(value)
 
 
-def run_torchrun(script: str, nproc: int, *args: str, timeout: float = 180) -> Any:
-    """Run *script* under ``python -m torch.distributed.run`` on *nproc* local processes.
+def run_torchrun(script: str | Path, nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run *script* under ``torchrun`` on *nproc* local CPU ranks; return the finished process.
 
-    ``labs_src`` goes first on ``PYTHONPATH`` so the script imports this
-    checkout's package; returns the ``subprocess.CompletedProcess`` (text).
+    ``labs_src`` is put on ``PYTHONPATH`` (the demos import ``infralens``) and
+    the rendezvous uses a free loopback port, so several runs never collide.
     """
-    import subprocess
-    import sys
-    from pathlib import Path
-
+    root = Path(__file__).resolve().parents[2]
     env = dict(os.environ)
-    labs_src = str(Path(__file__).resolve().parents[2] / "labs_src")
-    env["PYTHONPATH"] = os.pathsep.join([labs_src, env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "labs_src"), env.get("PYTHONPATH", "")])
     env["OMP_NUM_THREADS"] = "1"
     command = [
         sys.executable,
@@ -174,10 +173,10 @@ def run_torchrun(script: str, nproc: int, *args: str, timeout: float = 180) -> A
         f"--nproc-per-node={nproc}",
         "--master-addr=127.0.0.1",
         f"--master-port={free_port()}",
-        script,
+        str(script),
         *args,
     ]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
 
 
 SKIP_REASON = "torch is not installed; runtime-agreement tests need: pip install torch==2.13.0"

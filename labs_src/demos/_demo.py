@@ -1,0 +1,49 @@
+"""What every torchrun demo does the same way: start, stop cleanly, report one line per rank."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+
+def start(description: str) -> tuple[int, int, torch.device]:
+    """Parse ``--backend``, join the process group; return (rank, world size, device)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    args = parser.parse_args()
+    dist.init_process_group(args.backend)
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def stop(message: str) -> int:
+    """Rank 0 writes *message* to stderr; every rank waits for that, then returns 2."""
+    if dist.get_rank() == 0:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    # No rank exits before rank 0 has written: torchrun kills the others
+    # as soon as one child fails.
+    dist.barrier()
+    dist.destroy_process_group()
+    return 2
+
+
+def finish(line: str, ok: bool) -> int:
+    """Write this rank's result line, leave the group; return 0 if *ok*, else 1."""
+    # One write per line: ranks share torchrun's stdout, and print() writes the
+    # text and the newline separately, which lets lines from ranks interleave.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+    # Leave together: a rank that destroys its gloo group while a peer still
+    # has traffic in flight can abort ("terminate called without an active
+    # exception") after printing a correct result.
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0 if ok else 1
