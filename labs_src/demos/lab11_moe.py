@@ -15,13 +15,12 @@ outputs with the module's predictions, and exits 1 on any mismatch.
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import sys
 
 import torch
 import torch.distributed as dist
+from _demo import finish, start
 
 from infralens.experts import rank_tokens, received, route, send_buffer, send_counts, top_k_experts
 
@@ -36,16 +35,7 @@ def routes_of(rank: int, experts: int) -> list[tuple[int, ...]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
-    args = parser.parse_args()
-
-    dist.init_process_group(args.backend)
-    rank, ep = dist.get_rank(), dist.get_world_size()
-    on_gpu = args.backend == "nccl"
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if on_gpu else None
-    if device is not None:
-        torch.cuda.set_device(device)
+    rank, ep, device = start(__doc__.splitlines()[0])
     experts = EXPERTS_PER_RANK * ep
     mine = routes_of(rank, experts)
 
@@ -88,10 +78,7 @@ def main() -> int:
         f"rank {rank}/{ep}: send_counts={in_splits} recv_counts={out_splits} "
         f"received={len(observed_in)} rank_tokens={rank_tokens(load, ep)} match={ok}"
     )
-    sys.stdout.write(line + "\n")  # one write per line: ranks share torchrun's stdout
-    sys.stdout.flush()
-    dist.destroy_process_group()
-    return int(not ok)
+    return finish(line, ok)
 
 
 if __name__ == "__main__":

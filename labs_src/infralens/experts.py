@@ -33,6 +33,7 @@ from fractions import Fraction
 from math import ceil
 
 from infralens._validate import (
+    divisible,
     nonnegative_int,
     nonnegative_number,
     positive_int,
@@ -175,9 +176,7 @@ def route(routes: Sequence[Sequence[int]], experts: int, capacity: int | None = 
 
 def _experts_per_rank(experts: int, ep: int) -> int:
     e, p = positive_int("experts", experts), positive_int("ep", ep)
-    if e % p:
-        raise ValueError(f"experts must be divisible by ep: {e} % {p} = {e % p}")
-    return e // p
+    return divisible("experts", e, "ep", p) // p
 
 
 def expert_rank(expert: int, experts: int, ep: int) -> int:

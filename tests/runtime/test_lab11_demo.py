@@ -29,7 +29,10 @@ def demo_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("lab11_moe", DEMO)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # The demo imports its sibling _demo.py, as it does when torchrun runs it.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(DEMO.parent))
+        spec.loader.exec_module(module)
     return module
 
 
