@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
-ROUNDS = ("megatron", "torch")
+RULES = ("megatron", "torch")
 
 Op = tuple[str, int, int]  # (kind "F" or "B", microbatch, chunk)
 
@@ -166,7 +166,7 @@ def schedule_order(
     stages: int,
     microbatches: int,
     chunks: int = 1,
-    rounds: str = "megatron",
+    rules: str = "megatron",
 ) -> tuple[tuple[Op, ...], ...]:
     """The order in which each stage runs its actions: ``(kind, microbatch, chunk)``.
 
@@ -175,8 +175,9 @@ def schedule_order(
     then w backwards. interleaved (Narayanan et al. 2021, §2.2): the same
     with v chunks, w = min(2(p - 1 - s) + (v - 1)·g, m·v), where forward k
     runs chunk (k // g) mod v and backward k chunk v - 1 - (k // g) mod v, in
-    rounds of g microbatches: g = p for ``rounds="megatron"``,
-    ``torch_round_size`` for ``rounds="torch"``.
+    rounds of g microbatches. ``rules="megatron"`` uses g = p and needs p to
+    divide m; ``rules="torch"`` follows PyTorch 2.13: g = ``torch_round_size``,
+    and ``Schedule1F1B`` refuses m < p.
 
     >>> def show(rows):
     ...     return [" ".join(f"{k}{i}.{c}" for k, i, c in row) for row in rows]
@@ -189,17 +190,19 @@ def schedule_order(
     ...
     ValueError: microbatches must be a multiple of stages: 6 % 4 = 2
 
-    Raises ``ValueError`` for an unknown *schedule* or *rounds*, a size
-    below 1, chunks > 1 with a non-interleaved schedule, or microbatches the
-    interleaved schedule cannot split into rounds.
+    Raises ``ValueError`` for an unknown *schedule* or *rules*, a size
+    below 1, chunks > 1 with a non-interleaved schedule, or a microbatch
+    count the chosen rules refuse.
     """
     name = check_choice("schedule", schedule, SCHEDULES)
     p = positive_int("stages", stages)
     m = positive_int("microbatches", microbatches)
     v = positive_int("chunks", chunks)
-    mode = check_choice("rounds", rounds, ROUNDS)
+    mode = check_choice("rules", rules, RULES)
     if name != "interleaved" and v != 1:
         raise ValueError(f"chunks must be 1 for the {name} schedule, got {v}")
+    if name == "1f1b" and mode == "torch" and m < p:
+        raise ValueError(f"microbatches must be >= stages for PyTorch's 1F1B: {m} < {p}")
     if name == "gpipe":
         flush = tuple(("F", i, 0) for i in range(m)) + tuple(("B", i, 0) for i in range(m))
         return (flush,) * p
@@ -240,7 +243,7 @@ def simulate(
     chunks: int = 1,
     forward: int | Fraction = 1,
     backward: int | Fraction = 2,
-    rounds: str = "megatron",
+    rules: str = "megatron",
 ) -> Timeline:
     """Time every action of ``schedule_order``: start = max(stage free, input ready).
 
@@ -268,7 +271,7 @@ def simulate(
             raise ValueError(f"{name} must be > 0, got {value}")
         times[name[0].upper()] = Fraction(value) / chunks
     order = schedule_order(
-        schedule, stages=stages, microbatches=microbatches, chunks=chunks, rounds=rounds
+        schedule, stages=stages, microbatches=microbatches, chunks=chunks, rules=rules
     )
     p, last = stages, stages * chunks - 1
     done: dict[tuple[str, int, int], Fraction] = {}  # (kind, microbatch, virtual stage) -> end

@@ -29,33 +29,51 @@ CASES: dict[tuple[int, int], tuple[int, ...]] = {
 }
 
 
-def _orders(
-    rank: int, world: int, chunks: int, counts: tuple[int, ...]
-) -> dict[int, dict[int, Row]]:
-    import torch
-    from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
+# Microbatch counts whose acceptance by PyTorch is compared with the package's rules.
+PROBES = {2: (1, 3, 5), 4: (3, 5, 9, 11, 12)}
 
-    stages = [
-        PipelineStage(torch.nn.Linear(2, 2), c * world + rank, world * chunks, torch.device("cpu"))
-        for c in range(chunks)
-    ]
-    out: dict[int, dict[int, Row]] = {}
+
+def _orders(rank: int, world: int, chunks: int, counts: tuple[int, ...]) -> dict[str, object]:
+    import torch
+    from torch.distributed.pipelining import (
+        PipelineStage,
+        Schedule1F1B,
+        ScheduleInterleaved1F1B,
+    )
+
+    def stage(index: int, total: int) -> PipelineStage:
+        return PipelineStage(torch.nn.Linear(2, 2), index, total, torch.device("cpu"))
+
+    stages = [stage(c * world + rank, world * chunks) for c in range(chunks)]
+    orders: dict[int, dict[int, Row]] = {}
     for m in counts:
         schedule = ScheduleInterleaved1F1B(stages, n_microbatches=m)
-        out[m] = {
+        orders[m] = {
             r: [
                 None if a is None else (a.computation_type.value, a.microbatch_index, a.stage_index)
                 for a in actions
             ]
             for r, actions in schedule.pipeline_order.items()
         }
-    return out
+    refused: dict[tuple[str, int], bool] = {}
+    single = stage(rank, world)
+    for m in PROBES[world]:
+        for name, build in (
+            ("interleaved", lambda m: ScheduleInterleaved1F1B(stages, n_microbatches=m)),
+            ("1f1b", lambda m: Schedule1F1B(single, n_microbatches=m)),
+        ):
+            try:
+                build(m)
+                refused[(name, m)] = False
+            except ValueError:
+                refused[(name, m)] = True
+    return {"orders": orders, "refused": refused}
 
 
 def torch_order(p: int, v: int, m: int) -> dict[int, Row]:
     per_rank = run_on_ranks_cached(_orders, p, v, CASES[(p, v)])
     assert all(r == per_rank[0] for r in per_rank), "ranks disagree on pipeline_order"
-    return per_rank[0][m]
+    return per_rank[0]["orders"][m]
 
 
 PARAMS = [(p, v, m) for (p, v), counts in CASES.items() for m in counts]
@@ -64,7 +82,25 @@ PARAMS = [(p, v, m) for (p, v), counts in CASES.items() for m in counts]
 @pytest.mark.parametrize(("p", "v", "m"), PARAMS)
 def test_interleaved_1f1b_order_matches_pytorch(p: int, v: int, m: int) -> None:
     observed = torch_order(p, v, m)
-    predicted = schedule_order("interleaved", stages=p, microbatches=m, chunks=v, rounds="torch")
+    predicted = schedule_order("interleaved", stages=p, microbatches=m, chunks=v, rules="torch")
     for rank in range(p):
         compute = [a for a in observed[rank] if a is not None]
         assert compute == [(k, mb, c * p + rank) for k, mb, c in predicted[rank]], f"rank {rank}"
+
+
+def package_refuses(name: str, p: int, m: int) -> bool:
+    chunks = 2 if name == "interleaved" else 1
+    try:
+        schedule_order(name, stages=p, microbatches=m, chunks=chunks, rules="torch")
+    except ValueError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("name", ["interleaved", "1f1b"])
+@pytest.mark.parametrize(("p", "m"), [(p, m) for p, ms in PROBES.items() for m in ms])
+def test_pytorch_refuses_the_microbatch_counts_the_package_refuses(
+    name: str, p: int, m: int
+) -> None:
+    per_rank = run_on_ranks_cached(_orders, p, 2, CASES[(p, 2)])
+    assert per_rank[0]["refused"][(name, m)] == package_refuses(name, p, m)
