@@ -173,7 +173,8 @@ def schedule_order(
     gpipe: all m forwards, then all m backwards. 1f1b: w = min(p - 1 - s, m)
     warm-up forwards on stage s, then alternate one forward and one backward,
     then w backwards. interleaved (Narayanan et al. 2021, §2.2): the same
-    with v chunks, w = min(2(p - 1 - s) + (v - 1)·g, m·v), where forward k
+    with v chunks, w = min(2(p - 1 - s) + (v - 1)·g, m·v) (Megatron: m·v
+    when m = p), where forward k
     runs chunk (k // g) mod v and backward k chunk v - 1 - (k // g) mod v, in
     rounds of g microbatches. ``rules="megatron"`` uses g = p and needs p to
     divide m; ``rules="torch"`` follows PyTorch 2.13: g = ``torch_round_size``,
@@ -183,8 +184,10 @@ def schedule_order(
     ...     return [" ".join(f"{k}{i}.{c}" for k, i, c in row) for row in rows]
     >>> show(schedule_order("1f1b", stages=2, microbatches=3))
     ['F0.0 F1.0 B0.0 F2.0 B1.0 B2.0', 'F0.0 B0.0 F1.0 B1.0 F2.0 B2.0']
-    >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2))
-    ['F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0', 'F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0']
+    >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2, rules="torch"))[1]
+    'F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0'
+    >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2))[1]  # m = p
+    'F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0'
     >>> schedule_order("interleaved", stages=4, microbatches=6, chunks=2)
     Traceback (most recent call last):
     ...
@@ -215,6 +218,8 @@ def schedule_order(
     total, out = m * v, []
     for s in range(p):
         warmup = min((2 if name == "interleaved" else 1) * (p - 1 - s) + (v - 1) * g, total)
+        if name == "interleaved" and mode == "megatron" and m == p:
+            warmup = total  # Megatron runs all forwards first when m = p
         fwd = _chunk_ops("F", range(total), g, v)
         bwd = _chunk_ops("B", range(total), g, v)
         row = fwd[:warmup]
