@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from _draw import PALETTE
+from _draw import PALETTE, fmt
 from matplotlib.patches import Rectangle
 
 from infralens.pipeline import measured_bubble, simulate
@@ -47,11 +47,8 @@ for ax, (title, t) in zip(axes, runs, strict=True):
     ax.set_yticks([P - 1 - s + 0.5 for s in range(P)], [f"stage {s}" for s in range(P)], fontsize=8)
     ax.set_ylim(0, P)
     ax.set_xlim(0, float(end))
-    bubble = measured_bubble(t)
-    ax.set_title(
-        f"{title}: step {t.makespan} units, bubble / compute = {bubble.numerator}/{bubble.denominator}",
-        fontsize=9,
-    )
+    bubble = fmt(measured_bubble(t))
+    ax.set_title(f"{title}: step {fmt(t.makespan)} units, bubble / compute = {bubble}", fontsize=9)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 axes[-1].set_xlabel(
