@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infralens.pipeline import (
+    SCHEDULES,
     assign_layers,
     bubble_fraction,
     idle_fraction,
@@ -18,22 +19,23 @@ from infralens.pipeline import (
     schedule_order,
     simulate,
     torch_round_size,
+    zb_h1_bubble_fraction,
 )
 
 sizes = st.integers(1, 6)
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[str, int, int, int]:
+def cases(draw: st.DrawFn, names: tuple[str, ...] = SCHEDULES) -> tuple[str, int, int, int]:
     """(schedule, p, m, v) that Megatron's rules accept."""
-    name = draw(st.sampled_from(["gpipe", "1f1b", "interleaved"]))
+    name = draw(st.sampled_from(names))
     p = draw(sizes)
     if name != "interleaved":
         return name, p, draw(st.integers(1, 12)), 1
     return name, p, p * draw(st.integers(1, 4)), draw(st.integers(1, 4))
 
 
-@given(cases(), st.integers(1, 3), st.integers(1, 4))
+@given(cases(("gpipe", "1f1b", "interleaved")), st.integers(1, 3), st.integers(1, 4))
 def test_measured_idle_time_agrees_with_both_formulas(
     case: tuple[str, int, int, int], f: int, b: int
 ) -> None:
@@ -71,11 +73,16 @@ def test_every_action_runs_once_after_its_input(case: tuple[str, int, int, int])
                 slot.start,
                 slot.end,
             )
-    assert len(end) == 2 * m * p * v
+    assert len(end) == (3 if name == "zb-h1" else 2) * m * p * v
     last = p * v - 1
     for (kind, i, k), (start, _) in end.items():
-        dep = ("F", i, k - 1) if kind == "F" else ("B", i, k + 1) if k < last else ("F", i, k)
-        if kind == "B" or k > 0:
+        if kind == "W":
+            dep = ("B", i, k)
+        elif kind == "F":
+            dep = ("F", i, k - 1)
+        else:
+            dep = ("B", i, k + 1) if k < last else ("F", i, k)
+        if kind != "F" or k > 0:
             assert end[dep][1] <= start
 
 
@@ -94,6 +101,33 @@ def test_interleaved_peak_is_megatrons_warmup_plus_one(p: int, rounds: int, v: i
     # (Megatron runs every forward first when m = p)
     warmup = [m * v if m == p else 2 * (p - 1 - s) + (v - 1) * p for s in range(p)]
     assert peaks == tuple(min(m * v, w + 1) for w in warmup)
+
+
+@given(sizes, st.integers(0, 8), st.integers(1, 3), st.integers(0, 3), st.integers(0, 3))
+def test_zb_h1_matches_qi_et_al_table_2(p: int, extra: int, w: int, more_f: int, more: int) -> None:
+    """Bubble (p - 1)(T_F + T_B - T_W) when m >= p and T_W <= T_F, T_B; memory as 1F1B."""
+    m, f, t_b = p + extra, w + more_f, w + more  # T_W no longer than T_F or T_B
+    t = simulate("zb-h1", stages=p, microbatches=m, forward=f, backward=t_b + w, weight=w)
+    assert measured_bubble(t) == zb_h1_bubble_fraction(
+        stages=p, microbatches=m, forward=f, backward=t_b + w, weight=w
+    )
+    assert all(t.idle(s) == (p - 1) * (f + t_b - w) for s in range(p))
+    assert t.peak_in_flight == simulate("1f1b", stages=p, microbatches=m).peak_in_flight
+    kinds = [slot.kind for slot in t.rows[0]]
+    assert kinds.count("F") == kinds.count("B") == kinds.count("W") == m
+
+
+def test_zb_h1_formula_needs_w_no_longer_than_f() -> None:
+    t = simulate("zb-h1", stages=2, microbatches=2, forward=1, backward=4, weight=2)
+    assert measured_bubble(t) > zb_h1_bubble_fraction(
+        stages=2, microbatches=2, forward=1, backward=4, weight=2
+    )
+
+
+def test_zb_h1_is_a_third_of_1f1b_when_f_b_w_are_equal() -> None:
+    one = bubble_fraction(stages=4, microbatches=8)
+    zb = measured_bubble(simulate("zb-h1", stages=4, microbatches=8, forward=1, backward=2))
+    assert zb == one / 3 == Fraction(1, 8)
 
 
 def test_narayanan_bubble_numbers() -> None:
@@ -134,10 +168,20 @@ def test_layers_cover_each_layer_once_and_balance(n: int, p: int, v: int) -> Non
         (lambda: schedule_order("gpipe", stages=2, microbatches=2, rules="x"), "rules must be"),
         (lambda: torch_round_size(stages=4, microbatches=11), r"max\(1, 11 // 4\) = 2"),
         (lambda: simulate("gpipe", stages=2, microbatches=2, backward=0), "backward must be > 0"),
+        (lambda: simulate("gpipe", stages=2, microbatches=2, chunks=0), "chunks must be >= 1"),
         (lambda: simulate("gpipe", stages=2, microbatches=2, forward=-1), "forward must be >= 0"),
         (lambda: simulate("gpipe", stages=2, microbatches=2, forward=0.5), "forward must be > 0"),
         (lambda: bubble_fraction(stages=2, microbatches=2, chunks=0), "chunks must be >= 1"),
         (lambda: assign_layers(0, stages=1), "layers must be >= 1"),
+        (
+            lambda: simulate("1f1b", stages=2, microbatches=2, weight=1),
+            "weight applies only to the zb-h1 schedule",
+        ),
+        (
+            lambda: simulate("zb-h1", stages=2, microbatches=2, weight=2),
+            "weight must be < backward = 2",
+        ),
+        (lambda: zb_h1_bubble_fraction(stages=2, microbatches=2, weight=0), "weight must be > 0"),
     ],
 )
 def test_bad_input_names_the_argument(call: object, message: str) -> None:

@@ -42,17 +42,19 @@ __all__ = [
     "schedule_order",
     "simulate",
     "torch_round_size",
+    "zb_h1_bubble_fraction",
 ]
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 RULES = ("megatron", "torch")
 
-Op = tuple[str, int, int]  # (kind "F" or "B", microbatch, chunk)
+Op = tuple[str, int, int]  # (kind "F", "B" or "W", microbatch, chunk)
 
 
 @dataclass(frozen=True)
 class Slot:
-    """One action on one stage: forward ("F") or backward ("B") of a microbatch on a chunk.
+    """One action on one stage: forward ("F"), backward ("B") or, in zb-h1, the
+    weight-gradient part of the backward ("W"), of a microbatch on a chunk.
 
     The chunk's global (virtual) stage index is ``chunk * stages + stage``.
     """
@@ -90,12 +92,13 @@ class Timeline:
         """Per stage, the most (microbatch, chunk) forwards whose backward has not run yet.
 
         Each one keeps a chunk's activations (1/v of the stage's layers) alive.
+        In zb-h1 a "B" frees them; the W that follows keeps less (Qi et al.).
         """
         peaks = []
         for row in self.rows:
             live = peak = 0
             for s in row:
-                live += 1 if s.kind == "F" else -1
+                live += {"F": 1, "B": -1, "W": 0}[s.kind]
                 peak = max(peak, live)
             peaks.append(peak)
         return tuple(peaks)
@@ -176,7 +179,11 @@ def schedule_order(
     with v chunks, w = min(2(p - 1 - s) + (v - 1)·g, m·v) (Megatron: m·v
     when m = p), where forward k
     runs chunk (k // g) mod v and backward k chunk v - 1 - (k // g) mod v, in
-    rounds of g microbatches. ``rules="megatron"`` uses g = p and needs p to
+    rounds of g microbatches. zb-h1 (Qi et al. 2024, ZB-H1): 1F1B with each
+    backward split into B (input gradient) and W (weight gradient); stage s
+    runs its first s backwards without W and the deferred Ws at the end
+    (PyTorch 2.13's ZB1P order with one chunk; rules="torch" adds its
+    round check). ``rules="megatron"`` uses g = p and needs p to
     divide m; ``rules="torch"`` follows PyTorch 2.13: g = ``torch_round_size``,
     and ``Schedule1F1B`` refuses m < p.
 
@@ -206,6 +213,10 @@ def schedule_order(
         raise ValueError(f"chunks must be 1 for the {name} schedule, got {v}")
     if name == "1f1b" and mode == "torch" and m < p:
         raise ValueError(f"microbatches must be >= stages for PyTorch's 1F1B: {m} < {p}")
+    if name == "zb-h1":
+        if mode == "torch":
+            torch_round_size(stages=p, microbatches=m)  # the same check as interleaved
+        return tuple(_zb_h1_row(p, m, s) for s in range(p))
     if name == "gpipe":
         flush = tuple(("F", i, 0) for i in range(m)) + tuple(("B", i, 0) for i in range(m))
         return (flush,) * p
@@ -229,6 +240,34 @@ def schedule_order(
     return tuple(out)
 
 
+def _times(forward: object, backward: object, weight: object) -> tuple[Fraction, ...]:
+    """Check the durations: forward, backward > 0, 0 < weight (default backward / 2) < backward."""
+    out: list[Fraction] = []
+    for name, value in (("forward", forward), ("backward", backward), ("weight", weight)):
+        if name == "weight" and value is None:
+            value = out[1] / 2
+        number = nonnegative_number(name, value)
+        if number == 0 or isinstance(number, float):
+            raise ValueError(f"{name} must be > 0 and not a float, got {value}")
+        out.append(Fraction(number))
+    if out[2] >= out[1]:
+        raise ValueError(f"weight must be < backward = {backward}, got {weight}")
+    return tuple(out)
+
+
+def _zb_h1_row(p: int, m: int, s: int) -> tuple[Op, ...]:
+    warmup = min(p - 1 - s, m)
+    row: list[Op] = [("F", i, 0) for i in range(warmup)]
+    w = 0
+    for k in range(m):  # k-th backward
+        row += [("F", warmup + k, 0)] if k < m - warmup else []
+        row.append(("B", k, 0))
+        if k >= s:
+            row.append(("W", w, 0))
+            w += 1
+    return tuple(row + [("W", i, 0) for i in range(w, m)])
+
+
 def _chunk_ops(kind: str, steps: range, g: int, v: int) -> list[Op]:
     """The kind's k-th action runs chunk (k // g) mod v (reversed for "B"), next microbatch."""
     count = [0] * v
@@ -248,6 +287,7 @@ def simulate(
     chunks: int = 1,
     forward: int | Fraction = 1,
     backward: int | Fraction = 2,
+    weight: int | Fraction | None = None,
     rules: str = "megatron",
 ) -> Timeline:
     """Time every action of ``schedule_order``: start = max(stage free, input ready).
@@ -255,7 +295,8 @@ def simulate(
     The forward of microbatch i on virtual stage k waits for its forward on
     k - 1; its backward waits for the backward on k + 1 (the last virtual
     stage waits for its own forward). A chunk's forward takes forward / v and
-    its backward backward / v.
+    its backward backward / v. In zb-h1 *weight* (default: half of
+    *backward*) is the W part of the backward, and B takes the rest.
 
     >>> t = simulate("gpipe", stages=2, microbatches=2)
     >>> [(str(s.start), str(s.end), s.kind + str(s.microbatch)) for s in t.rows[1]]
@@ -265,19 +306,20 @@ def simulate(
     >>> simulate("gpipe", stages=2, microbatches=2, forward=0)
     Traceback (most recent call last):
     ...
-    ValueError: forward must be > 0, got 0
+    ValueError: forward must be > 0 and not a float, got 0
 
     Raises what ``schedule_order`` raises, and ``ValueError`` for a
-    non-positive *forward* or *backward*.
+    non-positive or float *forward* or *backward*, or a *weight* given for
+    another schedule than zb-h1 or not strictly between 0 and *backward*.
     """
-    times = {}
-    for name, value in (("forward", forward), ("backward", backward)):
-        if nonnegative_number(name, value) == 0 or isinstance(value, float):
-            raise ValueError(f"{name} must be > 0, got {value}")
-        times[name[0].upper()] = Fraction(value) / chunks
     order = schedule_order(
         schedule, stages=stages, microbatches=microbatches, chunks=chunks, rules=rules
     )
+    if weight is not None and schedule != "zb-h1":
+        raise ValueError(f"weight applies only to the zb-h1 schedule, not {schedule!r}")
+    f, b, w = _times(forward, backward, weight)
+    split = w if schedule == "zb-h1" else Fraction(0)
+    times = {"F": f / chunks, "B": (b - split) / chunks, "W": split / chunks}
     p, last = stages, stages * chunks - 1
     done: dict[tuple[str, int, int], Fraction] = {}  # (kind, microbatch, virtual stage) -> end
     rows: list[list[Slot]] = [[] for _ in range(p)]
@@ -291,6 +333,8 @@ def simulate(
                 k = c * p + s
                 if kind == "F":
                     dep = ("F", mb, k - 1) if k > 0 else None
+                elif kind == "W":
+                    dep = ("B", mb, k)
                 else:
                     dep = ("B", mb, k + 1) if k < last else ("F", mb, k)
                 if dep is not None and dep not in done:
@@ -341,6 +385,37 @@ def idle_fraction(*, stages: int, microbatches: int, chunks: int = 1) -> Fractio
     """
     b = bubble_fraction(stages=stages, microbatches=microbatches, chunks=chunks)
     return b / (1 + b)
+
+
+def zb_h1_bubble_fraction(
+    *,
+    stages: int,
+    microbatches: int,
+    forward: int | Fraction = 1,
+    backward: int | Fraction = 2,
+    weight: int | Fraction = 1,
+) -> Fraction:
+    """ZB-H1's bubble over compute time: (p - 1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W)).
+
+    Qi et al. 2024, Table 2, with T_B = backward - weight (input gradient)
+    and T_W = weight; 1F1B's bubble there is (p - 1)(T_F + T_B + T_W). The
+    simulation of ``"zb-h1"`` matches it when m >= p and T_W <= T_F, T_B
+    (the paper designs ZB-H1 for T_F = T_B = T_W).
+
+    >>> zb_h1_bubble_fraction(stages=4, microbatches=8)  # T_F = T_B = T_W: a third of 1F1B's
+    Fraction(1, 8)
+    >>> zb_h1_bubble_fraction(stages=4, microbatches=8, weight=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: weight must be < backward = 2, got 2
+
+    Raises ``ValueError`` for a size below 1 or times out of range.
+    """
+    p = positive_int("stages", stages)
+    m = positive_int("microbatches", microbatches)
+    t_f, full, t_w = _times(forward, backward, weight)
+    t_b = full - t_w
+    return (p - 1) * (t_f + t_b - t_w) / (m * (t_f + t_b + t_w))
 
 
 def measured_bubble(timeline: Timeline) -> Fraction:

@@ -31,6 +31,8 @@ CASES: dict[tuple[int, int], tuple[int, ...]] = {
 
 # Microbatch counts whose acceptance by PyTorch is compared with the package's rules.
 PROBES = {2: (1, 3, 5), 4: (3, 5, 9, 11, 12)}
+# Microbatch counts for ScheduleInterleavedZeroBubble with one stage per rank (ZB-H1).
+ZB_COUNTS = {2: (2, 3, 4), 4: (4, 8, 12)}
 
 
 def _orders(rank: int, world: int, chunks: int, counts: tuple[int, ...]) -> dict[str, object]:
@@ -39,24 +41,30 @@ def _orders(rank: int, world: int, chunks: int, counts: tuple[int, ...]) -> dict
         PipelineStage,
         Schedule1F1B,
         ScheduleInterleaved1F1B,
+        ScheduleInterleavedZeroBubble,
     )
 
     def stage(index: int, total: int) -> PipelineStage:
         return PipelineStage(torch.nn.Linear(2, 2), index, total, torch.device("cpu"))
 
     stages = [stage(c * world + rank, world * chunks) for c in range(chunks)]
-    orders: dict[int, dict[int, Row]] = {}
-    for m in counts:
-        schedule = ScheduleInterleaved1F1B(stages, n_microbatches=m)
-        orders[m] = {
+
+    def table(schedule: ScheduleInterleaved1F1B | ScheduleInterleavedZeroBubble) -> dict[int, Row]:
+        return {
             r: [
                 None if a is None else (a.computation_type.value, a.microbatch_index, a.stage_index)
                 for a in actions
             ]
             for r, actions in schedule.pipeline_order.items()
         }
-    refused: dict[tuple[str, int], bool] = {}
+
+    orders = {m: table(ScheduleInterleaved1F1B(stages, n_microbatches=m)) for m in counts}
     single = stage(rank, world)
+    zero_bubble = {
+        m: table(ScheduleInterleavedZeroBubble([single], n_microbatches=m))
+        for m in ZB_COUNTS[world]
+    }
+    refused: dict[tuple[str, int], bool] = {}
     for m in PROBES[world]:
         for name, build in (
             ("interleaved", lambda m: ScheduleInterleaved1F1B(stages, n_microbatches=m)),
@@ -67,7 +75,7 @@ def _orders(rank: int, world: int, chunks: int, counts: tuple[int, ...]) -> dict
                 refused[(name, m)] = False
             except ValueError:
                 refused[(name, m)] = True
-    return {"orders": orders, "refused": refused}
+    return {"orders": orders, "zero_bubble": zero_bubble, "refused": refused}
 
 
 def torch_order(p: int, v: int, m: int) -> dict[int, Row]:
@@ -104,3 +112,14 @@ def test_pytorch_refuses_the_microbatch_counts_the_package_refuses(
 ) -> None:
     per_rank = run_on_ranks_cached(_orders, p, 2, CASES[(p, 2)])
     assert per_rank[0]["refused"][(name, m)] == package_refuses(name, p, m)
+
+
+@pytest.mark.parametrize(("p", "m"), [(p, m) for p, ms in ZB_COUNTS.items() for m in ms])
+def test_zero_bubble_with_one_stage_per_rank_is_zb_h1(p: int, m: int) -> None:
+    per_rank = run_on_ranks_cached(_orders, p, 2, CASES[(p, 2)])
+    observed = per_rank[0]["zero_bubble"][m]
+    predicted = schedule_order("zb-h1", stages=p, microbatches=m, rules="torch")
+    rename = {"F": "F", "I": "B", "W": "W"}  # PyTorch calls the input-gradient backward "I"
+    for rank in range(p):
+        compute = [(rename[k], mb, s) for k, mb, s in (a for a in observed[rank] if a is not None)]
+        assert compute == [(k, mb, rank) for k, mb, _ in predicted[rank]], f"rank {rank}"
