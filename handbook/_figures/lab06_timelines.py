@@ -13,25 +13,26 @@ runs = [
     ("GPipe", simulate("gpipe", stages=P, microbatches=M)),
     ("1F1B (PipeDream-Flush)", simulate("1f1b", stages=P, microbatches=M)),
     ("interleaved 1F1B, v = 2", simulate("interleaved", stages=P, microbatches=M, chunks=2)),
+    ("ZB-H1, backward split into B = 1 and W = 1", simulate("zb-h1", stages=P, microbatches=M)),
 ]
 end = max(t.makespan for _, t in runs)
 
-fig, axes = plt.subplots(len(runs), 1, figsize=(7.6, 5.6), sharex=True)
+fig, axes = plt.subplots(len(runs), 1, figsize=(7.6, 7.2), sharex=True)
 for ax, (title, t) in zip(axes, runs, strict=True):
     for s, row in enumerate(t.rows):
         y = P - 1 - s
         ax.add_patch(Rectangle((0, y + 0.08), t.makespan, 0.84, facecolor="0.93", lw=0))
         for slot in row:
             width = float(slot.end - slot.start)
-            color = PALETTE[0] if slot.chunk == 0 else PALETTE[2]
+            color = PALETTE[1] if slot.kind == "W" else PALETTE[2] if slot.chunk else PALETTE[0]
             ax.add_patch(
                 Rectangle(
                     (float(slot.start), y + 0.08),
                     width,
                     0.84,
-                    facecolor=color if slot.kind == "F" else "white",
+                    facecolor="white" if slot.kind == "B" else color,
                     edgecolor=color,
-                    hatch=None if slot.kind == "F" else "///",
+                    hatch="///" if slot.kind == "B" else None,
                     lw=0.8,
                 )
             )
@@ -42,7 +43,7 @@ for ax, (title, t) in zip(axes, runs, strict=True):
                 ha="center",
                 va="center",
                 fontsize=6.5,
-                color="white" if slot.kind == "F" else "black",
+                color="black" if slot.kind == "B" else "white",
             )
     ax.set_yticks([P - 1 - s + 0.5 for s in range(P)], [f"stage {s}" for s in range(P)], fontsize=8)
     ax.set_ylim(0, P)
@@ -53,7 +54,7 @@ for ax, (title, t) in zip(axes, runs, strict=True):
         ax.spines[side].set_visible(False)
 axes[-1].set_xlabel(
     "time (forward of one stage = 1, backward = 2); solid = forward, hatched = backward, "
-    "grey = idle;\nnumber = microbatch; green = second chunk",
+    "grey = idle;\nnumber = microbatch; green = second chunk; orange = weight gradient (W)",
     fontsize=8,
 )
 fig.tight_layout()
