@@ -4,9 +4,10 @@ A model of L layers is cut into p stages (and, for the interleaved schedule,
 into p·v chunks, v per stage). A batch is split into m microbatches; each
 stage runs a forward and a backward per microbatch and chunk. This module
 answers: which layers sit on which stage, in what order each stage runs its
-work under GPipe, 1F1B (PipeDream-Flush) and interleaved 1F1B, when each
-action starts and ends, how much of the step is bubble, and how many
-microbatches' activations each stage holds at its peak.
+work under GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B and ZB-H1 (zero
+bubble, backward split into input and weight gradients), when each action
+starts and ends, how much of the step is bubble, and how many microbatches'
+activations each stage holds at its peak.
 
 Times are exact (``Fraction``): ``forward`` and ``backward`` are the time one
 stage needs for all of its layers (F = 1 and B = 2 by default); a chunk takes
@@ -25,6 +26,7 @@ Fraction(3, 16)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -173,19 +175,21 @@ def schedule_order(
 ) -> tuple[tuple[Op, ...], ...]:
     """The order in which each stage runs its actions: ``(kind, microbatch, chunk)``.
 
-    gpipe: all m forwards, then all m backwards. 1f1b: w = min(p - 1 - s, m)
-    warm-up forwards on stage s, then alternate one forward and one backward,
-    then w backwards. interleaved (Narayanan et al. 2021, §2.2): the same
-    with v chunks, w = min(2(p - 1 - s) + (v - 1)·g, m·v) (Megatron: m·v
-    when m = p), where forward k
-    runs chunk (k // g) mod v and backward k chunk v - 1 - (k // g) mod v, in
-    rounds of g microbatches. zb-h1 (Qi et al. 2024, ZB-H1): 1F1B with each
-    backward split into B (input gradient) and W (weight gradient); stage s
-    runs its first s backwards without W and the deferred Ws at the end
-    (PyTorch 2.13's ZB1P order with one chunk; rules="torch" adds its
-    round check). ``rules="megatron"`` uses g = p and needs p to
-    divide m; ``rules="torch"`` follows PyTorch 2.13: g = ``torch_round_size``,
-    and ``Schedule1F1B`` refuses m < p.
+    - gpipe: all m forwards, then all m backwards.
+    - 1f1b: w = min(p - 1 - s, m) warm-up forwards on stage s, then one
+      forward and one backward in turn, then the w backwards left.
+    - interleaved (Narayanan et al. 2021, §2.2): the same over m·v chunk
+      actions with w = min(2(p - 1 - s) + (v - 1)·g, m·v); forward k runs
+      chunk (k // g) mod v, backward k chunk v - 1 - (k // g) mod v, in
+      rounds of g microbatches.
+    - zb-h1 (Qi et al. 2024): 1f1b with each backward split into B (input
+      gradient) and W (weight gradient); stage s runs its first s Bs without
+      their W and runs the deferred Ws last (PyTorch 2.13's ZB1P order with
+      one stage per rank).
+
+    ``rules="megatron"``: g = p, p must divide m, and the interleaved
+    warm-up is every forward when m = p. ``rules="torch"`` (PyTorch 2.13):
+    g = ``torch_round_size`` (also checked for zb-h1), and 1f1b needs m >= p.
 
     >>> def show(rows):
     ...     return [" ".join(f"{k}{i}.{c}" for k, i, c in row) for row in rows]
@@ -418,6 +422,10 @@ def zb_h1_bubble_fraction(
     return (p - 1) * (t_f + t_b - t_w) / (m * (t_f + t_b + t_w))
 
 
+def _total(per_stage: Callable[[int], Fraction], p: int) -> Fraction:
+    return sum(map(per_stage, range(p)), Fraction(0))
+
+
 def measured_bubble(timeline: Timeline) -> Fraction:
     """Idle time over compute time, summed over the stages of a simulated step.
 
@@ -425,9 +433,7 @@ def measured_bubble(timeline: Timeline) -> Fraction:
     Fraction(0, 1)
     """
     p = len(timeline.rows)
-    return sum(map(timeline.idle, range(p)), Fraction(0)) / sum(
-        map(timeline.busy, range(p)), Fraction(0)
-    )
+    return _total(timeline.idle, p) / _total(timeline.busy, p)
 
 
 def measured_idle(timeline: Timeline) -> Fraction:
@@ -437,4 +443,4 @@ def measured_idle(timeline: Timeline) -> Fraction:
     Fraction(3, 11)
     """
     p = len(timeline.rows)
-    return sum(map(timeline.idle, range(p)), Fraction(0)) / (timeline.makespan * p)
+    return _total(timeline.idle, p) / (timeline.makespan * p)
