@@ -11,13 +11,12 @@ rank whose synchronised gradient differs from the prediction.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from fractions import Fraction
 
 import torch
 import torch.distributed as dist
+from _launch import start
 from torch.nn.parallel import DistributedDataParallel
 
 from infralens.ddp import ddp_gradients, mean_squared_error_grad, split_batch
@@ -27,12 +26,7 @@ WEIGHT = 1
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
-    args = parser.parse_args()
-
-    dist.init_process_group(args.backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
+    _, rank, world, device = start(__doc__.splitlines()[0])
     try:
         per_rank = split_batch(BATCH, world)
     except ValueError as err:
@@ -44,12 +38,6 @@ def main() -> int:
         dist.barrier()
         dist.destroy_process_group()
         return 2
-    if args.backend == "nccl":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-
     model = torch.nn.Linear(1, 1, bias=False).to(device=device, dtype=torch.float64)
     with torch.no_grad():
         model.weight.fill_(WEIGHT)

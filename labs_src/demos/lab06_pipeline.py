@@ -14,13 +14,11 @@ script exits 1 on any rank whose executed order differs.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from _launch import start
 from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
 
 from infralens.pipeline import bubble_fraction, schedule_order
@@ -47,18 +45,7 @@ def record(stage: PipelineStage, log: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
-    args = parser.parse_args()
-
-    dist.init_process_group(args.backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if args.backend == "nccl":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-
+    _, rank, world, device = start(__doc__.splitlines()[0])
     torch.manual_seed(0)
     total = world * CHUNKS
     log: list[str] = []
@@ -87,17 +74,16 @@ def main() -> int:
         "interleaved", stages=world, microbatches=MICROBATCHES, chunks=CHUNKS, rules="torch"
     )[rank]
     predicted = [f"{kind}{mb}@{chunk * world + rank}" for kind, mb, chunk in order]
-    ok = log == predicted
     bubble = bubble_fraction(stages=world, microbatches=MICROBATCHES, chunks=CHUNKS)
-    # One write per rank: ranks share torchrun's stdout.
-    sys.stdout.write(
-        f"rank {rank}/{world}: executed={' '.join(log)}\n"
-        f"rank {rank}/{world}: predicted={' '.join(predicted)} match={ok} bubble={bubble}\n"
-    )
-    sys.stdout.flush()
     dist.destroy_process_group()
-    return 0 if ok else 1
+    tag = f"rank {rank}/{world}:"
+    report = (
+        f"{tag} executed={' '.join(log)}\n"
+        f"{tag} predicted={' '.join(predicted)} match={log == predicted} bubble={bubble}\n"
+    )
+    print(report, end="", flush=True)  # one write per rank: ranks share torchrun's stdout
+    return int(log != predicted)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.runtime.harness import SKIP_REASON, free_port
+from tests.runtime.harness import SKIP_REASON, run_torchrun
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
@@ -22,27 +19,9 @@ EXECUTED = re.compile(r"rank (?P<rank>\d+)/(?P<world>\d+): executed=(?P<ops>.*)"
 PREDICTED = re.compile(r"rank (?P<rank>\d+)/(?P<world>\d+): predicted=.* match=(?P<match>\w+)")
 
 
-def run_demo(nproc: int) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "labs_src"), env.get("PYTHONPATH", "")])
-    env["OMP_NUM_THREADS"] = "1"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={nproc}",
-        "--master-addr=127.0.0.1",
-        f"--master-port={free_port()}",
-        str(DEMO),
-        "--backend",
-        "gloo",
-    ]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
-
-
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_every_rank_executes_the_predicted_interleaved_order(nproc: int) -> None:
-    done = run_demo(nproc)
+    done = run_torchrun(DEMO, nproc, "--backend", "gloo")
     assert done.returncode == 0, done.stderr[-2000:]
     executed = {int(m["rank"]): m["ops"].split() for m in EXECUTED.finditer(done.stdout)}
     matches = {int(m["rank"]): m["match"] for m in PREDICTED.finditer(done.stdout)}
