@@ -260,6 +260,7 @@ def _times(forward: object, backward: object, weight: object) -> tuple[Fraction,
 
 
 def _zb_h1_row(p: int, m: int, s: int) -> tuple[Op, ...]:
+    """Stage s of ZB-H1: 1F1B's F and B, each W after its B once s Bs have run."""
     warmup = min(p - 1 - s, m)
     row: list[Op] = [("F", i, 0) for i in range(warmup)]
     w = 0
