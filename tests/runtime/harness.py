@@ -156,7 +156,9 @@ def run_on_ranks_cached(fn: Callable[..., Any], world_size: int, *args: Any) -> 
     return list(value)
 
 
-def run_torchrun(script: str | Path, nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
+def run_torchrun(
+    script: str | Path, nproc: int, *args: str, timeout: float = 240.0
+) -> subprocess.CompletedProcess[str]:
     """Run *script* under ``torchrun`` on *nproc* local CPU ranks; return the finished process.
 
     ``labs_src`` is put on ``PYTHONPATH`` (the demos import ``infralens``) and
@@ -176,7 +178,7 @@ def run_torchrun(script: str | Path, nproc: int, *args: str) -> subprocess.Compl
         str(script),
         *args,
     ]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 SKIP_REASON = "torch is not installed; runtime-agreement tests need: pip install torch==2.13.0"
