@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, nonnegative_number, positive_int
+from infralens._validate import check_choice, divisible, nonnegative_number, positive_int
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
 from infralens.sharding import chunk_offsets, chunk_sizes
@@ -50,14 +50,9 @@ SCORES = ("materialised", "flash", "table2_at_s_over_cp")
 """How the attention-score term of activation memory is counted (see activation_bytes_per_rank)."""
 
 
-def _divides(name: str, value: int, by_name: str, by: int) -> int:
-    if value % by:
-        raise ValueError(f"{name} must be divisible by {by_name}: {value} % {by} = {value % by}")
-    return value // by
-
-
 def _tokens(seq_len: int, cp: int) -> int:
-    return _divides("seq_len", positive_int("seq_len", seq_len), "cp", positive_int("cp", cp))
+    n = positive_int("cp", cp)
+    return divisible("seq_len", positive_int("seq_len", seq_len), "cp", n) // n
 
 
 def _head_bytes(micro_batch: int, head_dim: int, bytes_per_element: int) -> int:
@@ -259,7 +254,7 @@ def ring_step(
         micro_batch=micro_batch,
         bytes_per_element=bytes_per_element,
     )
-    _divides("heads", positive_int("heads", heads), "kv_heads", kv_heads)
+    divisible("heads", positive_int("heads", heads), "kv_heads", kv_heads)
     c = seq_len // cp
     flops = 4 * micro_batch * c * c * heads * head_dim // (2 if causal else 1)
     return RingStep(
@@ -346,9 +341,9 @@ def ulysses_bytes(
     *kv_heads* is not divisible by *cp*, or *heads* by *kv_heads*.
     """
     per_head = _tokens(seq_len, cp) * _head_bytes(micro_batch, head_dim, bytes_per_element)
-    _divides("heads", positive_int("heads", heads), "cp", cp)
-    _divides("kv_heads", positive_int("kv_heads", kv_heads), "cp", cp)
-    _divides("heads", heads, "kv_heads", kv_heads)
+    divisible("heads", positive_int("heads", heads), "cp", cp)
+    divisible("kv_heads", positive_int("kv_heads", kv_heads), "cp", cp)
+    divisible("heads", heads, "kv_heads", kv_heads)
 
     def sent(n_heads: int) -> int:
         return int(ring_bytes_sent("all_to_all", per_head * n_heads, cp))
@@ -373,7 +368,7 @@ def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int,
     Raises ``ValueError`` unless *seq_len* and *heads* are divisible by *cp*.
     """
     c, n = _tokens(seq_len, cp), cp
-    g = _divides("heads", positive_int("heads", heads), "cp", n)
+    g = divisible("heads", positive_int("heads", heads), "cp", n) // n
     send = [
         [
             t * heads + h
