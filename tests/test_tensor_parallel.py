@@ -128,6 +128,19 @@ def test_tp_across_nodes_costs_more_than_the_layer_computes() -> None:
     assert sp.communication == inside.communication
 
 
+def _small_layer(**overrides: object) -> object:
+    kw: dict[str, object] = dict(
+        cluster=Cluster.from_node_shape("1_node_x_8_gpus"),
+        tp_group=[0, 1],
+        params_per_layer=1,
+        seq_len=1,
+        micro_batch_size=1,
+        hidden=1,
+        peak_flops_per_s=1,
+    )
+    return layer_seconds(**(kw | overrides))  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
@@ -164,44 +177,12 @@ def test_tp_across_nodes_costs_more_than_the_layer_computes() -> None:
             "seq_len must be >= 1",
         ),
         (
-            lambda: layer_seconds(
-                cluster=Cluster.from_node_shape("1_node_x_8_gpus"),
-                tp_group=[0, 0],
-                params_per_layer=1,
-                seq_len=1,
-                micro_batch_size=1,
-                hidden=1,
-                peak_flops_per_s=1,
-            ),
+            lambda: _small_layer(tp_group=[0, 0]),
             ValueError,
             r"tp_group must not repeat a rank, got \[0, 0\]",
         ),
-        (
-            lambda: layer_seconds(
-                cluster=Cluster.from_node_shape("1_node_x_8_gpus"),
-                tp_group=[0, 1],
-                params_per_layer=1,
-                seq_len=1,
-                micro_batch_size=1,
-                hidden=1,
-                peak_flops_per_s=0,
-            ),
-            ValueError,
-            "peak_flops_per_s must be >= 1",
-        ),
-        (
-            lambda: layer_seconds(
-                cluster=Cluster.from_node_shape("1_node_x_8_gpus"),
-                tp_group=[7, 8],
-                params_per_layer=1,
-                seq_len=1,
-                micro_batch_size=1,
-                hidden=1,
-                peak_flops_per_s=1,
-            ),
-            ValueError,
-            "rank must be < world_size 8, got 8",
-        ),
+        (lambda: _small_layer(peak_flops_per_s=0), ValueError, "peak_flops_per_s must be >= 1"),
+        (lambda: _small_layer(tp_group=[7, 8]), ValueError, "rank must be < world_size 8, got 8"),
     ],
 )
 def test_bad_input_names_the_argument(call: object, error: type, message: str) -> None:
