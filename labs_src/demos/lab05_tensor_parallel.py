@@ -115,6 +115,7 @@ def main() -> int:
         f"output_matches={same_output} match={ok}\n"
     )
     sys.stdout.flush()
+    dist.barrier()  # no rank tears gloo down while another still talks to it
     dist.destroy_process_group()
     return 0 if ok else 1
 

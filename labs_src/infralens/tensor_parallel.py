@@ -14,9 +14,8 @@ sizes); which collectives one layer issues and how many bytes each rank
 sends; and how long they take on NVLink or on the network next to the
 layer's own arithmetic.
 
->>> mlp_shards(hidden=8, ffn_hidden=32, tp=4, rank=0)
-(LocalLinear(name='fc1', style='colwise', weight=(8, 8), bias=(8,)), \
-LocalLinear(name='fc2', style='rowwise', weight=(8, 8), bias=(8,)))
+>>> [(s.name, s.style, s.weight) for s in mlp_shards(hidden=8, ffn_hidden=32, tp=4, rank=0)]
+[('fc1', 'colwise', (8, 8)), ('fc2', 'rowwise', (8, 8))]
 >>> [(c.op, c.operator, c.direction) for c in layer_collectives(sequence_parallel=False)][:2]
 [('all_reduce', 'g', 'forward'), ('all_reduce', 'g', 'forward')]
 >>> tp, sp = (layer_bytes_sent(seq_len=2048, micro_batch_size=1, hidden=12288, tp=8,
@@ -67,7 +66,14 @@ class LocalLinear:
 
 
 def linear_shard(
-    style: str, in_features: int, out_features: int, tp: int, rank: int, *, bias: bool = True
+    style: str,
+    in_features: int,
+    out_features: int,
+    tp: int,
+    rank: int,
+    *,
+    bias: bool = True,
+    name: str = "linear",
 ) -> LocalLinear:
     """Local weight and bias shapes of *rank* for a column- or row-parallel linear layer.
 
@@ -75,7 +81,7 @@ def linear_shard(
     ``colwise`` shards weight dim 0 and the bias (``Shard(0)``): rank r owns
     ``chunk_sizes(out_features, tp)[r]`` output features. ``rowwise`` shards
     weight dim 1 (``Shard(1)``) and replicates the bias, which is added once
-    after the partial sums are reduced.
+    after the partial sums are reduced. *name* only labels the result.
 
     >>> linear_shard("colwise", 16, 64, 4, 1)
     LocalLinear(name='linear', style='colwise', weight=(16, 16), bias=(16,))
@@ -94,12 +100,8 @@ def linear_shard(
     r = rank_in("rank", rank, t)
     if style == "colwise":
         rows, cols = shard_shape((o, i), t, r)
-        return LocalLinear("linear", style, (rows, cols), (rows,) if bias else None)
-    return LocalLinear("linear", style, (o, chunk_sizes(i, t)[r]), (o,) if bias else None)
-
-
-def _named(name: str, shard: LocalLinear) -> LocalLinear:
-    return LocalLinear(name, shard.style, shard.weight, shard.bias)
+        return LocalLinear(name, style, (rows, cols), (rows,) if bias else None)
+    return LocalLinear(name, style, (o, chunk_sizes(i, t)[r]), (o,) if bias else None)
 
 
 def _divisible(name: str, value: int, tp: int) -> None:
@@ -126,8 +128,8 @@ def mlp_shards(
     Raises ``ValueError`` as :func:`linear_shard` does.
     """
     return (
-        _named("fc1", linear_shard("colwise", hidden, ffn_hidden, tp, rank, bias=bias)),
-        _named("fc2", linear_shard("rowwise", ffn_hidden, hidden, tp, rank, bias=bias)),
+        linear_shard("colwise", hidden, ffn_hidden, tp, rank, bias=bias, name="fc1"),
+        linear_shard("rowwise", ffn_hidden, hidden, tp, rank, bias=bias, name="fc2"),
     )
 
 
@@ -178,16 +180,16 @@ def attention_shards(
     _divisible("heads", a, t)
     _divisible("kv_heads", kv, t)
     return (
-        _named("q", linear_shard("colwise", h, a * d, t, rank, bias=bias)),
-        _named("k", linear_shard("colwise", h, kv * d, t, rank, bias=bias)),
-        _named("v", linear_shard("colwise", h, kv * d, t, rank, bias=bias)),
-        _named("o", linear_shard("rowwise", a * d, h, t, rank, bias=bias)),
+        linear_shard("colwise", h, a * d, t, rank, bias=bias, name="q"),
+        linear_shard("colwise", h, kv * d, t, rank, bias=bias, name="k"),
+        linear_shard("colwise", h, kv * d, t, rank, bias=bias, name="v"),
+        linear_shard("rowwise", a * d, h, t, rank, bias=bias, name="o"),
     )
 
 
 @dataclass(frozen=True)
 class Operator:
-    """A conjugate pair around a tensor-parallel block: what it does forward and backward."""
+    """One of the two operators at a tensor-parallel block's edges: what it does each pass."""
 
     name: str
     forward: str

@@ -27,9 +27,12 @@ import multiprocessing as mp
 import os
 import queue
 import socket
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 90.0
@@ -154,3 +157,26 @@ def run_on_ranks_cached(fn: Callable[..., Any], world_size: int, *args: Any) -> 
 
 
 SKIP_REASON = "torch is not installed; runtime-agreement tests need: pip install torch==2.13.0"
+
+
+def run_torchrun(script: Path, nproc: int, *args: str, timeout: float = 180) -> Any:
+    """Run *script* under ``torchrun --nproc-per-node nproc`` on loopback with labs_src importable.
+
+    Returns the ``subprocess.CompletedProcess`` (text stdout and stderr); never raises on a
+    non-zero exit, so a test can check the exit code itself.
+    """
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "labs_src"), env.get("PYTHONPATH", "")])
+    env["OMP_NUM_THREADS"] = "1"
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--master-addr=127.0.0.1",
+        f"--master-port={free_port()}",
+        str(script),
+        *args,
+    ]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)

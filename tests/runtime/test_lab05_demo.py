@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.runtime.harness import SKIP_REASON, free_port
+from tests.runtime.harness import SKIP_REASON, run_torchrun
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
@@ -27,23 +25,9 @@ LINE = re.compile(
 
 
 def run_demo(nproc: int, sequence_parallel: bool) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "labs_src"), env.get("PYTHONPATH", "")])
-    env["OMP_NUM_THREADS"] = "1"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={nproc}",
-        "--master-addr=127.0.0.1",
-        f"--master-port={free_port()}",
-        str(DEMO),
-        "--backend",
-        "gloo",
-    ]
-    if sequence_parallel:
-        command.append("--sequence-parallel")
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    extra = ["--sequence-parallel"] if sequence_parallel else []
+    done: subprocess.CompletedProcess[str] = run_torchrun(DEMO, nproc, "--backend", "gloo", *extra)
+    return done
 
 
 def demo_sizes() -> tuple[int, int]:
