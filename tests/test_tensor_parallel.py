@@ -161,7 +161,7 @@ def _small_layer(**overrides: object) -> object:
         (
             lambda: attention_shards(hidden=64, heads=8, kv_heads=3, tp=1, rank=0),
             ValueError,
-            "heads must be a multiple of kv_heads: 8 % 3 = 2",
+            "heads must be divisible by kv_heads: 8 % 3 = 2",
         ),
         (
             lambda: attention_shards(hidden=10, heads=4, tp=1, rank=0),

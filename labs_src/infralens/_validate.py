@@ -18,6 +18,7 @@ from fractions import Fraction
 
 __all__ = [
     "check_choice",
+    "divisible",
     "nonnegative_int",
     "nonnegative_number",
     "positive_int",
@@ -84,6 +85,19 @@ def rank_in(name: str, value: object, world_size: int) -> int:
     if not 0 <= v < world_size:
         raise ValueError(f"{name} must be in range(0, {world_size}), got {v}")
     return v
+
+
+def divisible(name: str, value: int, by_name: str, by: int) -> int:
+    """Return *value* if *by* divides it, else raise naming both arguments.
+
+    >>> divisible("heads", 12, "tp", 8)
+    Traceback (most recent call last):
+    ...
+    ValueError: heads must be divisible by tp: 12 % 8 = 4
+    """
+    if value % by:
+        raise ValueError(f"{name} must be divisible by {by_name}: {value} % {by} = {value % by}")
+    return value
 
 
 def check_choice(name: str, value: object, choices: Sequence[str]) -> str:

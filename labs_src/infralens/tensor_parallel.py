@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, positive_int, rank_in
+from infralens._validate import check_choice, divisible, positive_int, rank_in
 from infralens.collectives import ring_bytes_sent
 from infralens.sharding import chunk_sizes, shard_shape
 from infralens.topology import Cluster, collective_seconds
@@ -104,11 +104,6 @@ def linear_shard(
     return LocalLinear(name, style, (o, chunk_sizes(i, t)[r]), (o,) if bias else None)
 
 
-def _divisible(name: str, value: int, tp: int) -> None:
-    if value % tp:
-        raise ValueError(f"{name} must be divisible by tp: {value} % {tp} = {value % tp}")
-
-
 def mlp_shards(
     *, hidden: int, ffn_hidden: int, tp: int, rank: int, bias: bool = True
 ) -> tuple[LocalLinear, LocalLinear]:
@@ -162,23 +157,20 @@ def attention_shards(
     ValueError: heads must be divisible by tp: 12 % 8 = 4
 
     Raises ``ValueError`` if *heads* or *kv_heads* is not divisible by *tp*,
-    if *heads* is not a multiple of *kv_heads*, or if *head_dim* is omitted
+    if *heads* is not divisible by *kv_heads*, or if *head_dim* is omitted
     and *hidden* is not divisible by *heads*.
     """
     h = positive_int("hidden", hidden)
     a = positive_int("heads", heads)
     t = positive_int("tp", tp)
     kv = a if kv_heads is None else positive_int("kv_heads", kv_heads)
-    if a % kv:
-        raise ValueError(f"heads must be a multiple of kv_heads: {a} % {kv} = {a % kv}")
+    divisible("heads", a, "kv_heads", kv)
     if head_dim is None:
-        if h % a:
-            raise ValueError(f"hidden must be divisible by heads: {h} % {a} = {h % a}")
-        d = h // a
+        d = divisible("hidden", h, "heads", a) // a
     else:
         d = positive_int("head_dim", head_dim)
-    _divisible("heads", a, t)
-    _divisible("kv_heads", kv, t)
+    divisible("heads", a, "tp", t)
+    divisible("kv_heads", kv, "tp", t)
     return (
         linear_shard("colwise", h, a * d, t, rank, bias=bias, name="q"),
         linear_shard("colwise", h, kv * d, t, rank, bias=bias, name="k"),

@@ -156,14 +156,11 @@ def run_on_ranks_cached(fn: Callable[..., Any], world_size: int, *args: Any) -> 
     return list(value)
 
 
-SKIP_REASON = "torch is not installed; runtime-agreement tests need: pip install torch==2.13.0"
+def run_torchrun(script: str | Path, nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run *script* under ``torchrun`` on *nproc* local CPU ranks; return the finished process.
 
-
-def run_torchrun(script: Path, nproc: int, *args: str, timeout: float = 180) -> Any:
-    """Run *script* under ``torchrun --nproc-per-node nproc`` on loopback with labs_src importable.
-
-    Returns the ``subprocess.CompletedProcess`` (text stdout and stderr); never raises on a
-    non-zero exit, so a test can check the exit code itself.
+    ``labs_src`` is put on ``PYTHONPATH`` (the demos import ``infralens``) and
+    the rendezvous uses a free loopback port, so several runs never collide.
     """
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ)
@@ -179,4 +176,7 @@ def run_torchrun(script: Path, nproc: int, *args: str, timeout: float = 180) -> 
         str(script),
         *args,
     ]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+
+
+SKIP_REASON = "torch is not installed; runtime-agreement tests need: pip install torch==2.13.0"

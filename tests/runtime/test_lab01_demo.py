@@ -25,8 +25,7 @@ LINE = re.compile(
 
 
 def run_demo(nproc: int) -> subprocess.CompletedProcess[str]:
-    done: subprocess.CompletedProcess[str] = run_torchrun(DEMO, nproc, "--backend", "gloo")
-    return done
+    return run_torchrun(DEMO, nproc, "--backend", "gloo")
 
 
 def load_batch() -> list[tuple[int, int]]:

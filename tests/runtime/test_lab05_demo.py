@@ -26,8 +26,7 @@ LINE = re.compile(
 
 def run_demo(nproc: int, sequence_parallel: bool) -> subprocess.CompletedProcess[str]:
     extra = ["--sequence-parallel"] if sequence_parallel else []
-    done: subprocess.CompletedProcess[str] = run_torchrun(DEMO, nproc, "--backend", "gloo", *extra)
-    return done
+    return run_torchrun(DEMO, nproc, "--backend", "gloo", *extra)
 
 
 def demo_sizes() -> tuple[int, int]:
