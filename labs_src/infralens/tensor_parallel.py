@@ -1,0 +1,359 @@
+"""Tensor parallelism: which weight slice each rank holds, and what a layer communicates.
+
+Megatron-LM splits each transformer block across ``tp`` ranks so that only
+one collective joins the pieces per block and pass (Shoeybi et al. 2019,
+§3): the first linear layer is *column-parallel* (each rank owns some output
+features), the second is *row-parallel* (each rank owns the matching input
+features and produces a partial sum). With sequence parallelism (Korthikanti
+et al. 2022, §4.2.2) each all-reduce becomes a reduce-scatter and an
+all-gather, and the activations between blocks are split along the sequence.
+
+This module answers: what local weight shape does rank r hold (PyTorch's
+``ColwiseParallel``/``RowwiseParallel``, ``torch.chunk`` rules for uneven
+sizes); which collectives one layer issues and how many bytes each rank
+sends; and how long they take on NVLink or on the network next to the
+layer's own arithmetic.
+
+>>> [(s.name, s.style, s.weight) for s in mlp_shards(hidden=8, ffn_hidden=32, tp=4, rank=0)]
+[('fc1', 'colwise', (8, 8)), ('fc2', 'rowwise', (8, 8))]
+>>> [(c.op, c.operator, c.direction) for c in layer_collectives(sequence_parallel=False)][:2]
+[('all_reduce', 'g', 'forward'), ('all_reduce', 'g', 'forward')]
+>>> tp, sp = (layer_bytes_sent(seq_len=2048, micro_batch_size=1, hidden=12288, tp=8,
+...                            sequence_parallel=s) for s in (False, True))
+>>> tp == sp, tp
+(True, Fraction(352321536, 1))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from infralens._validate import check_choice, divisible, positive_int, rank_in
+from infralens.collectives import ring_bytes_sent
+from infralens.sharding import chunk_sizes, shard_shape
+from infralens.topology import Cluster, collective_seconds
+
+__all__ = [
+    "OPERATORS",
+    "STYLES",
+    "Collective",
+    "LayerSeconds",
+    "LocalLinear",
+    "Operator",
+    "attention_shards",
+    "layer_bytes_sent",
+    "layer_collectives",
+    "layer_seconds",
+    "linear_shard",
+    "mlp_shards",
+    "operators",
+]
+
+STYLES = ("colwise", "rowwise")
+"""PyTorch's ``ColwiseParallel`` and ``RowwiseParallel`` styles for an ``nn.Linear``."""
+
+
+@dataclass(frozen=True)
+class LocalLinear:
+    """The shapes one rank holds of an ``nn.Linear`` (weight is ``(out, in)``)."""
+
+    name: str
+    style: str
+    weight: tuple[int, int]
+    bias: tuple[int] | None
+
+
+def linear_shard(
+    style: str,
+    in_features: int,
+    out_features: int,
+    tp: int,
+    rank: int,
+    *,
+    bias: bool = True,
+    name: str = "linear",
+) -> LocalLinear:
+    """Local weight and bias shapes of *rank* for a column- or row-parallel linear layer.
+
+    ``nn.Linear`` stores its weight as ``(out_features, in_features)``.
+    ``colwise`` shards weight dim 0 and the bias (``Shard(0)``): rank r owns
+    ``chunk_sizes(out_features, tp)[r]`` output features. ``rowwise`` shards
+    weight dim 1 (``Shard(1)``) and replicates the bias, which is added once
+    after the partial sums are reduced. *name* only labels the result.
+
+    >>> linear_shard("colwise", 16, 64, 4, 1)
+    LocalLinear(name='linear', style='colwise', weight=(16, 16), bias=(16,))
+    >>> linear_shard("rowwise", 64, 16, 4, 1)
+    LocalLinear(name='linear', style='rowwise', weight=(16, 16), bias=(16,))
+    >>> linear_shard("colwise", 8, 6, 4, 3, bias=False)   # torch.chunk: 2, 2, 2, 0 rows
+    LocalLinear(name='linear', style='colwise', weight=(0, 8), bias=None)
+
+    Raises ``ValueError`` for an unknown *style*, a size or *tp* below 1, or
+    a rank outside ``range(tp)``.
+    """
+    check_choice("style", style, STYLES)
+    i = positive_int("in_features", in_features)
+    o = positive_int("out_features", out_features)
+    t = positive_int("tp", tp)
+    r = rank_in("rank", rank, t)
+    if style == "colwise":
+        rows, cols = shard_shape((o, i), t, r)
+        return LocalLinear(name, style, (rows, cols), (rows,) if bias else None)
+    return LocalLinear(name, style, (o, chunk_sizes(i, t)[r]), (o,) if bias else None)
+
+
+def mlp_shards(
+    *, hidden: int, ffn_hidden: int, tp: int, rank: int, bias: bool = True
+) -> tuple[LocalLinear, LocalLinear]:
+    """What *rank* holds of Megatron's MLP: column-parallel fc1, local GeLU, row-parallel fc2.
+
+    fc1 is ``Linear(hidden, ffn_hidden)`` split by output features, so each
+    rank computes ``GeLU`` on its own ``ffn_hidden / tp`` columns with no
+    communication; fc2 is ``Linear(ffn_hidden, hidden)`` split by the same
+    features on its input side, leaving a partial sum that ``g`` reduces.
+
+    >>> fc1, fc2 = mlp_shards(hidden=12288, ffn_hidden=4 * 12288, tp=8, rank=0)
+    >>> fc1.weight, fc2.weight, fc2.bias
+    ((6144, 12288), (12288, 6144), (12288,))
+    >>> [f.weight for f in mlp_shards(hidden=4, ffn_hidden=10, tp=4, rank=3)]  # uneven
+    [(1, 4), (4, 1)]
+
+    Raises ``ValueError`` as :func:`linear_shard` does.
+    """
+    return (
+        linear_shard("colwise", hidden, ffn_hidden, tp, rank, bias=bias, name="fc1"),
+        linear_shard("rowwise", ffn_hidden, hidden, tp, rank, bias=bias, name="fc2"),
+    )
+
+
+def attention_shards(
+    *,
+    hidden: int,
+    heads: int,
+    tp: int,
+    rank: int,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    bias: bool = False,
+) -> tuple[LocalLinear, LocalLinear, LocalLinear, LocalLinear]:
+    """What *rank* holds of self-attention: Q, K, V split by heads, the output projection by rows.
+
+    Each rank owns ``heads / tp`` query heads and ``kv_heads / tp`` key and
+    value heads (grouped-query attention when ``kv_heads < heads``), so
+    attention runs locally per head. ``q``, ``k`` and ``v`` are
+    ``Linear(hidden, heads * head_dim)`` (``kv_heads`` for k and v) with
+    ``colwise``; the output projection ``o`` is
+    ``Linear(heads * head_dim, hidden)`` with ``rowwise``. *head_dim*
+    defaults to ``hidden // heads``.
+
+    >>> q, k, v, o = attention_shards(hidden=4096, heads=32, kv_heads=8, tp=8, rank=0)
+    >>> q.weight, k.weight, v.weight, o.weight
+    ((512, 4096), (128, 4096), (128, 4096), (4096, 512))
+    >>> attention_shards(hidden=768, heads=12, tp=8, rank=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: heads must be divisible by tp: 12 % 8 = 4
+
+    Raises ``ValueError`` if *heads* or *kv_heads* is not divisible by *tp*,
+    if *heads* is not divisible by *kv_heads*, or if *head_dim* is omitted
+    and *hidden* is not divisible by *heads*.
+    """
+    h = positive_int("hidden", hidden)
+    a = positive_int("heads", heads)
+    t = positive_int("tp", tp)
+    kv = a if kv_heads is None else positive_int("kv_heads", kv_heads)
+    divisible("heads", a, "kv_heads", kv)
+    if head_dim is None:
+        d = divisible("hidden", h, "heads", a) // a
+    else:
+        d = positive_int("head_dim", head_dim)
+    divisible("heads", a, "tp", t)
+    divisible("kv_heads", kv, "tp", t)
+    return (
+        linear_shard("colwise", h, a * d, t, rank, bias=bias, name="q"),
+        linear_shard("colwise", h, kv * d, t, rank, bias=bias, name="k"),
+        linear_shard("colwise", h, kv * d, t, rank, bias=bias, name="v"),
+        linear_shard("rowwise", a * d, h, t, rank, bias=bias, name="o"),
+    )
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One of the two operators at a tensor-parallel block's edges: what it does each pass."""
+
+    name: str
+    forward: str
+    backward: str
+
+
+OPERATORS: dict[bool, tuple[Operator, Operator]] = {
+    False: (Operator("f", "identity", "all_reduce"), Operator("g", "all_reduce", "identity")),
+    True: (
+        Operator("f", "all_gather", "reduce_scatter"),
+        Operator("g", "reduce_scatter", "all_gather"),
+    ),
+}
+"""``(f, g)`` without and with sequence parallelism; f enters a block, g leaves it."""
+
+
+def operators(*, sequence_parallel: bool) -> tuple[Operator, Operator]:
+    """Megatron's ``f`` (block entry) and ``g`` (block exit), named by what they do.
+
+    Without sequence parallelism (Shoeybi et al., §3): ``f`` copies the
+    replicated input forward and all-reduces its gradient backward; ``g``
+    all-reduces the partial sums forward and passes the gradient through.
+    With it (Korthikanti et al., §4.2.2, who call the pair g and ḡ): ``f``
+    all-gathers the sequence shards forward and reduce-scatters backward;
+    ``g`` reduce-scatters forward and all-gathers backward.
+
+    >>> f, g = operators(sequence_parallel=False)
+    >>> f
+    Operator(name='f', forward='identity', backward='all_reduce')
+    >>> operators(sequence_parallel=True)[1]
+    Operator(name='g', forward='reduce_scatter', backward='all_gather')
+
+    Raises ``TypeError`` if *sequence_parallel* is not a bool.
+    """
+    if not isinstance(sequence_parallel, bool):
+        raise TypeError(f"sequence_parallel must be a bool, got {type(sequence_parallel).__name__}")
+    return OPERATORS[sequence_parallel]
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of a layer: op, the operator issuing it, the block, and the pass."""
+
+    op: str
+    operator: str
+    block: str
+    direction: str
+
+
+def layer_collectives(*, sequence_parallel: bool) -> tuple[Collective, ...]:
+    """The collectives one transformer layer issues in forward, then backward.
+
+    Each block (attention, then MLP) is ``f -> local work -> g``. Forward
+    runs f then g per block; backward visits the blocks in reverse and runs
+    g's backward before f's. Identities are not collectives and are left
+    out, so plain TP gives 2 all-reduces forward and 2 backward; sequence
+    parallelism gives one all-gather and one reduce-scatter per block and
+    pass.
+
+    >>> [c.op for c in layer_collectives(sequence_parallel=False)]
+    ['all_reduce', 'all_reduce', 'all_reduce', 'all_reduce']
+    >>> [(c.block, c.operator, c.op) for c in layer_collectives(sequence_parallel=True)][:2]
+    [('attention', 'f', 'all_gather'), ('attention', 'g', 'reduce_scatter')]
+
+    Raises ``TypeError`` if *sequence_parallel* is not a bool.
+    """
+    f, g = operators(sequence_parallel=sequence_parallel)
+    out: list[Collective] = []
+    for block in ("attention", "mlp"):
+        out += [Collective(p.forward, p.name, block, "forward") for p in (f, g)]
+    for block in ("mlp", "attention"):
+        out += [Collective(p.backward, p.name, block, "backward") for p in (g, f)]
+    return tuple(c for c in out if c.op != "identity")
+
+
+def layer_bytes_sent(
+    *,
+    seq_len: int,
+    micro_batch_size: int,
+    hidden: int,
+    tp: int,
+    sequence_parallel: bool,
+    bytes_per_element: int = 2,
+) -> Fraction:
+    """Bytes each rank sends for one layer's forward and backward, ring algorithms.
+
+    Every collective moves a ``b·s·h`` activation (the full buffer; with
+    sequence parallelism each rank's piece is ``b·s·h / tp``). The sum of
+    ``ring_bytes_sent(op, b·s·h·bytes, tp)`` over :func:`layer_collectives`
+    is ``8·b·s·h·(tp-1)/tp`` elements either way, the per-layer figure of
+    Narayanan et al. (2021), §3.3: a ring all-reduce is one reduce-scatter
+    pass plus one all-gather pass.
+
+    >>> layer_bytes_sent(seq_len=2048, micro_batch_size=1, hidden=12288, tp=8,
+    ...                  sequence_parallel=False, bytes_per_element=1) == 8 * 2048 * 12288 * 7 / 8
+    True
+    >>> layer_bytes_sent(seq_len=4, micro_batch_size=1, hidden=8, tp=1, sequence_parallel=True)
+    Fraction(0, 1)
+
+    Raises ``ValueError`` for a size below 1.
+    """
+    nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)
+    t = positive_int("tp", tp)
+    collectives = layer_collectives(sequence_parallel=sequence_parallel)
+    return sum((ring_bytes_sent(c.op, nbytes, t) for c in collectives), start=Fraction(0))
+
+
+def _activation_bytes(seq_len: int, micro_batch_size: int, hidden: int, nbytes: int) -> int:
+    return (
+        positive_int("seq_len", seq_len)
+        * positive_int("micro_batch_size", micro_batch_size)
+        * positive_int("hidden", hidden)
+        * positive_int("bytes_per_element", nbytes)
+    )
+
+
+@dataclass(frozen=True)
+class LayerSeconds:
+    """One layer's forward and backward on one rank: arithmetic and TP communication."""
+
+    compute: Fraction
+    communication: Fraction
+
+
+def layer_seconds(
+    *,
+    cluster: Cluster,
+    tp_group: Sequence[int],
+    params_per_layer: int,
+    seq_len: int,
+    micro_batch_size: int,
+    hidden: int,
+    peak_flops_per_s: int,
+    sequence_parallel: bool = False,
+    bytes_per_element: int = 2,
+) -> LayerSeconds:
+    """Time of one layer's arithmetic at peak, and of its TP collectives on *cluster*.
+
+    ``compute = 3 · 2·params_per_layer·b·s / (tp · peak_flops_per_s)``:
+    2 FLOPs per parameter per token forward, twice that backward, split over
+    ``tp = len(tp_group)`` ranks (attention scores are left out).
+    ``communication`` sums ``collective_seconds`` of every collective of
+    :func:`layer_collectives` over *tp_group*, so it runs at the slowest
+    link the group crosses. Nothing is overlapped.
+
+    >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
+    >>> kw = dict(params_per_layer=12 * 12288**2, seq_len=2048, micro_batch_size=1,
+    ...           hidden=12288, peak_flops_per_s=989 * 10**12)
+    >>> ms = lambda t: round(float(t) * 1000, 2)
+    >>> inside = layer_seconds(cluster=c, tp_group=range(8), **kw)
+    >>> across = layer_seconds(cluster=c, tp_group=range(16), **kw)
+    >>> ms(inside.compute), ms(inside.communication), ms(across.compute), ms(across.communication)
+    (2.81, 0.95, 1.41, 8.75)
+    >>> layer_seconds(cluster=c, tp_group=[0], **kw).communication   # tp = 1
+    Fraction(0, 1)
+
+    Raises ``ValueError`` for a size or *peak_flops_per_s* below 1, or a
+    group with a repeated rank or a rank outside *cluster*.
+    """
+    ranks = list(tp_group)
+    if len(set(ranks)) != len(ranks):
+        raise ValueError(f"tp_group must not repeat a rank, got {ranks}")
+    cluster.tier_of(ranks)  # validates the ranks
+    t = len(ranks)
+    nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)
+    flops = 6 * positive_int("params_per_layer", params_per_layer) * seq_len * micro_batch_size
+    compute = Fraction(flops, t * positive_int("peak_flops_per_s", peak_flops_per_s))
+    comm = sum(
+        (
+            collective_seconds(c.op, nbytes, ranks, cluster)
+            for c in layer_collectives(sequence_parallel=sequence_parallel)
+        ),
+        start=Fraction(0),
+    )
+    return LayerSeconds(compute, comm)
