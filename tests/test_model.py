@@ -185,5 +185,9 @@ def test_bad_numbers_name_the_argument() -> None:
         training_flops(PRESETS["llama3-8b"], 1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="multiple_of must be >= 1"):
         llama_ffn_hidden(4096, -256)
-    with pytest.raises(TypeError, match="flops_per_gpu must be an int or Fraction, got float"):
-        megatron_training_seconds(tokens=1, num_params=1, gpus=1, flops_per_gpu=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="flops_per_gpu must be a number, got str"):
+        megatron_training_seconds(tokens=1, num_params=1, gpus=1, flops_per_gpu="1e12")  # type: ignore[arg-type]
+    # A float rate is taken exactly: 140e12 is an integer-valued float.
+    assert megatron_training_seconds(
+        tokens=1, num_params=1, gpus=1, flops_per_gpu=140e12
+    ) == Fraction(8, 140 * 10**12)

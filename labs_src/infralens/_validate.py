@@ -22,6 +22,7 @@ __all__ = [
     "nonnegative_int",
     "nonnegative_number",
     "positive_int",
+    "positive_number",
     "rank_in",
     "same_lengths",
 ]
@@ -71,6 +72,22 @@ def nonnegative_number(name: str, value: object) -> int | float | Fraction:
     if not value >= 0:  # also rejects NaN
         raise ValueError(f"{name} must be >= 0, got {value}")
     return value
+
+
+def positive_number(name: str, value: object) -> Fraction:
+    """Return *value* as an exact ``Fraction`` if it is a real number > 0.
+
+    >>> positive_number("capacity_factor", 1.25)
+    Fraction(5, 4)
+    >>> positive_number("flops_per_second", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: flops_per_second must be > 0, got 0
+    """
+    v = nonnegative_number(name, value)
+    if v == 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return Fraction(v)
 
 
 def rank_in(name: str, value: object, world_size: int) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, nonnegative_number, positive_int
+from infralens._validate import check_choice, divisible, positive_int, positive_number
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
 from infralens.sharding import chunk_offsets, chunk_sizes
@@ -63,13 +63,6 @@ def _head_bytes(micro_batch: int, head_dim: int, bytes_per_element: int) -> int:
         * positive_int("head_dim", head_dim)
         * positive_int("bytes_per_element", bytes_per_element)
     )
-
-
-def _rate(name: str, value: object) -> Fraction:
-    v = Fraction(nonnegative_number(name, value))
-    if v == 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return v
 
 
 def chunk_order(cp: int) -> tuple[int, ...]:
@@ -261,8 +254,8 @@ def ring_step(
         transfers=cp - 1,
         bytes_per_step=nbytes,
         flops_per_step=flops,
-        compute_s=flops / _rate("flops_per_s", flops_per_s),
-        transfer_s=nbytes / _rate("bandwidth_bytes_per_s", bandwidth_bytes_per_s),
+        compute_s=flops / positive_number("flops_per_s", flops_per_s),
+        transfer_s=nbytes / positive_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s),
     )
 
 
@@ -292,7 +285,7 @@ def min_block_tokens(
     a = positive_int("heads", heads)
     kv = positive_int("kv_heads", kv_heads)
     e = positive_int("bytes_per_element", bytes_per_element)
-    ratio = _rate("flops_per_s", flops_per_s) / _rate(
+    ratio = positive_number("flops_per_s", flops_per_s) / positive_number(
         "bandwidth_bytes_per_s", bandwidth_bytes_per_s
     )
     return ratio * kv * e / (2 * a) * (2 if causal else 1)

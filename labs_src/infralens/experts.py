@@ -37,6 +37,7 @@ from infralens._validate import (
     nonnegative_int,
     nonnegative_number,
     positive_int,
+    positive_number,
     rank_in,
     same_lengths,
 )
@@ -113,9 +114,7 @@ def expert_capacity(
     n = nonnegative_int("tokens", tokens)
     e = positive_int("experts", experts)
     k = positive_int("top_k", top_k)
-    cf = Fraction(nonnegative_number("capacity_factor", capacity_factor))
-    if cf == 0:
-        raise ValueError("capacity_factor must be > 0, got 0")
+    cf = positive_number("capacity_factor", capacity_factor)
     return ceil(cf * n * k / e)
 
 
@@ -328,9 +327,7 @@ def layer_seconds(
     capacity, or experts not divisible by *ep*.
     """
     f = positive_int("flops_per_token", flops_per_token)
-    rate = Fraction(nonnegative_number("flops_per_second", flops_per_second))
-    if rate == 0:
-        raise ValueError("flops_per_second must be > 0, got 0")
+    rate = positive_number("flops_per_second", flops_per_second)
     tokens = rank_tokens(load, ep)
     if capacity is not None:
         tokens = rank_tokens([nonnegative_int("capacity", capacity)] * len(load), ep)

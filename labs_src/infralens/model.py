@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, positive_int
+from infralens._validate import check_choice, divisible, positive_int, positive_number
 
 __all__ = [
     "NORMS",
@@ -305,7 +305,7 @@ def megatron_flops_per_iteration(
 
 
 def megatron_training_seconds(
-    *, tokens: int, num_params: int, gpus: int, flops_per_gpu: int | Fraction
+    *, tokens: int, num_params: int, gpus: int, flops_per_gpu: int | float | Fraction
 ) -> Fraction:
     """End-to-end training time estimate of Narayanan et al. (2021), Eq. 4.
 
@@ -330,10 +330,5 @@ def megatron_training_seconds(
     t = positive_int("tokens", tokens)
     p = positive_int("num_params", num_params)
     n = positive_int("gpus", gpus)
-    if isinstance(flops_per_gpu, bool) or not isinstance(flops_per_gpu, int | Fraction):
-        raise TypeError(
-            f"flops_per_gpu must be an int or Fraction, got {type(flops_per_gpu).__name__}"
-        )
-    if flops_per_gpu <= 0:
-        raise ValueError(f"flops_per_gpu must be > 0, got {flops_per_gpu}")
-    return Fraction(8 * t * p) / (n * Fraction(flops_per_gpu))
+    x = positive_number("flops_per_gpu", flops_per_gpu)
+    return Fraction(8 * t * p) / (n * x)

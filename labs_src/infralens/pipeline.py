@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, nonnegative_number, positive_int
+from infralens._validate import check_choice, positive_int, positive_number
 
 __all__ = [
     "SCHEDULES",
@@ -250,10 +250,9 @@ def _times(forward: object, backward: object, weight: object) -> tuple[Fraction,
     for name, value in (("forward", forward), ("backward", backward), ("weight", weight)):
         if name == "weight" and value is None:
             value = out[1] / 2
-        number = nonnegative_number(name, value)
-        if number == 0 or isinstance(number, float):
-            raise ValueError(f"{name} must be > 0 and not a float, got {value}")
-        out.append(Fraction(number))
+        if isinstance(value, float):  # durations stay exact: pass an int or a Fraction
+            raise TypeError(f"{name} must be an int or Fraction, not a float, got {value}")
+        out.append(positive_number(name, value))
     if out[2] >= out[1]:
         raise ValueError(f"weight must be < backward = {backward}, got {weight}")
     return tuple(out)
@@ -311,7 +310,7 @@ def simulate(
     >>> simulate("gpipe", stages=2, microbatches=2, forward=0)
     Traceback (most recent call last):
     ...
-    ValueError: forward must be > 0 and not a float, got 0
+    ValueError: forward must be > 0, got 0
 
     Raises what ``schedule_order`` raises, and ``ValueError`` for a
     non-positive or float *forward* or *backward*, or a *weight* given for
