@@ -140,6 +140,10 @@ latex_elements = {
 \DeclareUnicodeCharacter{230A}{\ensuremath{\lfloor}}
 \DeclareUnicodeCharacter{230B}{\ensuremath{\rfloor}}
 \DeclareUnicodeCharacter{2211}{\ensuremath{\sum}}
+\DeclareUnicodeCharacter{1D40}{\ensuremath{^{\mathsf{T}}}}
+\DeclareUnicodeCharacter{1D62}{\ensuremath{_{i}}}
+\DeclareUnicodeCharacter{1E21}{\ensuremath{\bar{g}}}
+\DeclareUnicodeCharacter{207B}{\ensuremath{^{-}}}
 % Long inline literals (test ids, dotted names) may break after _ { } ^ & > ~ \
 % as code blocks already do, instead of running into the margin.
 \let\infralensupquote\sphinxupquote
