@@ -6,7 +6,8 @@ import matplotlib.pyplot as plt
 from _draw import PALETTE
 from matplotlib.patches import Rectangle
 
-from infralens.context_parallel import ring_schedule, token_ranges, ulysses_placement
+from infralens.context_parallel import token_ranges, ulysses_placement
+from infralens.ring_attention import ring_schedule
 
 CP, SEQ, HEADS = 4, 8, 4
 

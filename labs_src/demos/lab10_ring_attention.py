@@ -1,4 +1,4 @@
-"""Lab 10 demo: load-balanced ring attention, checked against infralens.context_parallel.
+"""Lab 10 demo: load-balanced ring attention, checked against infralens.ring_attention.
 
 Run with torchrun (gloo on CPU, NCCL on GPUs)::
 
@@ -20,7 +20,8 @@ import torch
 import torch.distributed as dist
 from _demo import finish, start, stop
 
-from infralens.context_parallel import causal_work, ring_kv_block_bytes, ring_schedule, token_ranges
+from infralens.context_parallel import causal_work, token_ranges
+from infralens.ring_attention import ring_kv_block_bytes, ring_schedule
 
 SEQ_LEN, HEADS, HEAD_DIM = 16, 4, 8
 

@@ -1,4 +1,4 @@
-"""infralens.context_parallel's layouts and exchanges against torch.distributed on gloo.
+"""infralens.context_parallel's layouts and Ulysses, and infralens.ring_attention, on gloo.
 
 One process group per degree (cp = 2 and cp = 4) runs every case, on tensors
 whose values name their own (token, head) position, so a block in the wrong
@@ -26,11 +26,10 @@ torch = pytest.importorskip("torch", reason=SKIP_REASON)
 from infralens.context_parallel import (  # noqa: E402
     causal_work,
     chunk_order,
-    ring_kv_block_bytes,
-    ring_schedule,
     token_ranges,
     ulysses_placement,
 )
+from infralens.ring_attention import ring_kv_block_bytes, ring_schedule  # noqa: E402
 
 DEGREES = (2, 4)
 SEQ_LEN, HEADS, HEAD_DIM = 16, 4, 3

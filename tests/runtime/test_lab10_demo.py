@@ -1,4 +1,4 @@
-"""Lab 10's torchrun demo: every rank's ring attention matches infralens.context_parallel."""
+"""Lab 10's torchrun demo: every rank's ring attention matches infralens.ring_attention."""
 
 from __future__ import annotations
 
@@ -12,11 +12,8 @@ from tests.runtime.harness import SKIP_REASON, run_torchrun
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
-from infralens.context_parallel import (  # noqa: E402
-    causal_work,
-    ring_kv_block_bytes,
-    ring_schedule,
-)
+from infralens.context_parallel import causal_work  # noqa: E402
+from infralens.ring_attention import ring_kv_block_bytes, ring_schedule  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[2] / "labs_src" / "demos" / "lab10_ring_attention.py"
 LINE = re.compile(

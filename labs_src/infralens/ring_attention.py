@@ -1,0 +1,188 @@
+"""Ring attention: K/V blocks passed around the context-parallel group, and when that hides.
+
+With the sequence split over ``cp`` ranks (:mod:`infralens.context_parallel`),
+a rank keeps its queries and passes the key/value block it holds to the next
+rank, ``cp - 1`` times per layer, merging partial results with an online
+softmax (Liu et al., Ring Attention). This module answers, with exact
+numbers, whose block each rank holds at each step, how many bytes one step
+sends, how long a step computes and transfers at given rates, and how many
+tokens per rank let the transfer hide behind the block's attention.
+
+>>> ring_schedule(4)[1]           # rank 1: its own block, then those of ranks 0, 3, 2
+(1, 0, 3, 2)
+>>> ring_kv_block_bytes(131072, 16, kv_heads=8, head_dim=128)     # one K + one V block, bf16
+33554432
+>>> min_block_tokens(32, 32, flops_per_s=312 * 10**12, bandwidth_bytes_per_s=300 * 10**9)
+Fraction(1040, 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from infralens._validate import divisible, positive_int, positive_number
+from infralens.context_parallel import _head_bytes, _tokens
+
+__all__ = [
+    "RingStep",
+    "min_block_tokens",
+    "ring_kv_block_bytes",
+    "ring_schedule",
+    "ring_step",
+]
+
+
+def ring_schedule(cp: int) -> tuple[tuple[int, ...], ...]:
+    """Whose K/V block each rank attends to at each ring step.
+
+    ``schedule[r][t] = (r - t) mod cp``: at step 0 a rank uses its own block;
+    between steps every rank sends the block it holds to rank ``r + 1`` and
+    receives from ``r - 1``, so there are ``cp - 1`` transfers per pass.
+
+    >>> ring_schedule(3)
+    ((0, 2, 1), (1, 0, 2), (2, 1, 0))
+    >>> ring_schedule(1)
+    ((0,),)
+
+    Raises ``ValueError`` if *cp* < 1.
+    """
+    n = positive_int("cp", cp)
+    return tuple(tuple((r - t) % n for t in range(n)) for r in range(n))
+
+
+def ring_kv_block_bytes(
+    seq_len: int,
+    cp: int,
+    kv_heads: int,
+    head_dim: int,
+    *,
+    micro_batch: int = 1,
+    bytes_per_element: int = 2,
+) -> int:
+    """Bytes one rank sends per ring step: one K block and one V block.
+
+    ``2 * micro_batch * (seq_len / cp) * kv_heads * head_dim * bytes_per_element``.
+
+    >>> ring_kv_block_bytes(131072, 16, kv_heads=8, head_dim=128)
+    33554432
+    >>> ring_kv_block_bytes(10, 4, kv_heads=1, head_dim=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seq_len must be divisible by cp: 10 % 4 = 2
+
+    Raises ``ValueError`` for a size below 1 or *seq_len* not divisible by *cp*.
+    """
+    tokens = _tokens(seq_len, cp)
+    return (
+        2
+        * tokens
+        * positive_int("kv_heads", kv_heads)
+        * _head_bytes(micro_batch, head_dim, bytes_per_element)
+    )
+
+
+@dataclass(frozen=True)
+class RingStep:
+    """One ring step on one rank: the K/V transfer and the attention it can hide behind."""
+
+    transfers: int
+    bytes_per_step: int
+    flops_per_step: int
+    compute_s: Fraction
+    transfer_s: Fraction
+
+    @property
+    def bytes_per_layer(self) -> int:
+        """Bytes each rank sends in one layer's forward: ``transfers * bytes_per_step``."""
+        return self.transfers * self.bytes_per_step
+
+    @property
+    def hidden(self) -> bool:
+        """True when the step's attention takes at least as long as its transfer."""
+        return self.compute_s >= self.transfer_s
+
+
+def ring_step(
+    seq_len: int,
+    cp: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    *,
+    flops_per_s: int | Fraction,
+    bandwidth_bytes_per_s: int | Fraction,
+    micro_batch: int = 1,
+    bytes_per_element: int = 2,
+    causal: bool = False,
+) -> RingStep:
+    """Compute and transfer time of one forward ring step, with c = seq_len / cp.
+
+    ``flops = 4 * micro_batch * c**2 * heads * head_dim`` (QKᵀ and PV, two
+    FLOPs per multiply-add), halved when *causal* (the load-balanced layout
+    computes half a block on every step after the first); ``compute_s =
+    flops / flops_per_s``; ``transfer_s = ring_kv_block_bytes / bandwidth``.
+
+    >>> step = ring_step(8192, 8, 32, 32, 128, flops_per_s=10**15,
+    ...                  bandwidth_bytes_per_s=10**12)
+    >>> step.transfers, step.bytes_per_step, step.bytes_per_layer, step.hidden
+    (7, 16777216, 117440512, True)
+    >>> ring_step(8192, 8, 32, 32, 128, flops_per_s=10**15,
+    ...           bandwidth_bytes_per_s=10**11).hidden          # 10x slower link
+    False
+    >>> ring_step(8, 1, 1, 1, 1, flops_per_s=1, bandwidth_bytes_per_s=1).transfers
+    0
+
+    Raises ``ValueError`` for a size below 1, *seq_len* not divisible by *cp*,
+    *heads* not divisible by *kv_heads*, or a rate that is not positive.
+    """
+    nbytes = ring_kv_block_bytes(
+        seq_len,
+        cp,
+        kv_heads,
+        head_dim,
+        micro_batch=micro_batch,
+        bytes_per_element=bytes_per_element,
+    )
+    divisible("heads", positive_int("heads", heads), "kv_heads", kv_heads)
+    c = seq_len // cp
+    flops = 4 * micro_batch * c * c * heads * head_dim // (2 if causal else 1)
+    return RingStep(
+        transfers=cp - 1,
+        bytes_per_step=nbytes,
+        flops_per_step=flops,
+        compute_s=flops / positive_number("flops_per_s", flops_per_s),
+        transfer_s=nbytes / positive_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s),
+    )
+
+
+def min_block_tokens(
+    heads: int,
+    kv_heads: int,
+    *,
+    flops_per_s: int | Fraction,
+    bandwidth_bytes_per_s: int | Fraction,
+    bytes_per_element: int = 2,
+    causal: bool = False,
+) -> Fraction:
+    """Smallest tokens per rank, c = seq_len / cp, at which a ring step hides its transfer.
+
+    From :func:`ring_step`, compute >= transfer when
+    ``c >= F * kv_heads * bytes_per_element / (2 * heads * B)`` (twice that
+    when *causal*). With ``kv_heads == heads`` and 2-byte elements this is
+    Liu et al.'s ``c >= F / B``.
+
+    >>> min_block_tokens(32, 32, flops_per_s=312 * 10**12, bandwidth_bytes_per_s=300 * 10**9)
+    Fraction(1040, 1)
+    >>> min_block_tokens(128, 8, flops_per_s=1, bandwidth_bytes_per_s=1, causal=True)
+    Fraction(1, 8)
+
+    Raises ``ValueError`` for a size below 1 or a rate that is not positive.
+    """
+    a = positive_int("heads", heads)
+    kv = positive_int("kv_heads", kv_heads)
+    e = positive_int("bytes_per_element", bytes_per_element)
+    ratio = positive_number("flops_per_s", flops_per_s) / positive_number(
+        "bandwidth_bytes_per_s", bandwidth_bytes_per_s
+    )
+    return ratio * kv * e / (2 * a) * (2 if causal else 1)
