@@ -48,9 +48,8 @@ Op = tuple[str, int, int]  # (kind "F", "B" or "W", microbatch, chunk)
 
 @dataclass(frozen=True)
 class Slot:
-    """One action on one stage: forward ("F"), backward ("B") or, in zb-h1, the
-    backward's weight-gradient part ("W"), of a microbatch on a chunk whose
-    global (virtual) stage index is ``chunk * stages + stage``."""
+    """One action on one stage: forward ("F"), backward ("B") or, in zb-h1, the backward's
+    weight-gradient part ("W"), of a microbatch on a chunk (virtual stage chunk · p + stage)."""
 
     start: Fraction
     end: Fraction
@@ -84,9 +83,8 @@ class Timeline:
     def peak_in_flight(self) -> tuple[int, ...]:
         """Per stage, the most (microbatch, chunk) forwards whose backward has not run yet.
 
-        Each one keeps a chunk's activations (1/v of the stage's layers) alive.
-        In zb-h1 a "B" frees them; the W that follows keeps less (Qi et al.).
-        """
+        Each keeps a chunk's activations (1/v of the stage's layers) alive; in zb-h1 a "B"
+        frees them and the W that follows keeps less (Qi et al.)."""
         step = {"F": 1, "B": -1, "W": 0}
         return tuple(max(accumulate((step[s.kind] for s in row), initial=0)) for row in self.rows)
 
@@ -245,9 +243,8 @@ def simulate(
     ...
     ValueError: forward must be > 0, got 0
 
-    Raises what ``schedule_order`` raises; ``ValueError`` for a *forward* or *backward*
-    <= 0, or a *weight* outside (0, *backward*) or given for another schedule than zb-h1;
-    ``TypeError`` for a float time.
+    Raises what ``schedule_order`` raises; ``ValueError`` for *forward* or *backward* <= 0,
+    or a *weight* outside (0, *backward*) or off zb-h1; ``TypeError`` for a float time.
     """
     order = schedule_order(
         schedule, stages=stages, microbatches=microbatches, chunks=chunks, rules=rules
