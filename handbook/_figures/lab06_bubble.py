@@ -5,7 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.pipeline import bubble_fraction, idle_fraction, measured_bubble, simulate
+from infralens.pipeline import bubble_fraction, idle_fraction
+from infralens.pipeline_schedules import measured_bubble, simulate
 
 P = 8
 counts = [8, 16, 24, 32, 48, 64]

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 from _draw import PALETTE, fmt
 from matplotlib.patches import Rectangle
 
-from infralens.pipeline import measured_bubble, simulate
+from infralens.pipeline_schedules import measured_bubble, simulate
 
 P, M = 4, 8
 runs = [

@@ -1,109 +1,39 @@
-"""Pipeline-parallel schedules: which stage computes what when, and how long it waits.
+"""Pipeline parallelism in closed form: layers per stage and the bubble formulas.
 
-A model of L layers is cut into p stages (and, for the interleaved schedule,
-into p·v chunks, v per stage). A batch is split into m microbatches; each
-stage runs a forward and a backward per microbatch and chunk. This module
-answers: which layers sit on which stage, in what order each stage runs its
-work under GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B and ZB-H1 (zero
-bubble, backward split into input and weight gradients), when each action
-starts and ends, how much of the step is bubble, and how many microbatches'
-activations each stage holds at its peak.
+A model of L layers is cut into p stages (for the interleaved schedule, into
+p·v chunks, v per stage) and a batch into m microbatches. This module
+answers which layers sit on which stage and what the published formulas
+say the bubble costs: Narayanan et al.'s idle time over compute time, the
+idle share of the step (GPipe's form), and ZB-H1's bubble (Qi et al. 2024).
 
-Times are exact (``Fraction``): ``forward`` and ``backward`` are the time one
-stage needs for all of its layers (F = 1 and B = 2 by default); a chunk takes
-1/v of that. An action starts as soon as its stage is free and its input has
-arrived (communication is free).
+The schedule simulator that checks these formulas (per-stage orders for
+GPipe, 1F1B, interleaved 1F1B and ZB-H1, their timelines, measured bubbles
+and activations in flight) lives in ``infralens.pipeline_schedules``.
 
->>> from infralens.pipeline import simulate, bubble_fraction, measured_bubble
->>> gpipe = simulate("gpipe", stages=4, microbatches=8)
->>> gpipe.makespan, measured_bubble(gpipe), bubble_fraction(stages=4, microbatches=8)
-(Fraction(33, 1), Fraction(3, 8), Fraction(3, 8))
->>> simulate("1f1b", stages=4, microbatches=8).peak_in_flight
-(4, 3, 2, 1)
->>> measured_bubble(simulate("interleaved", stages=4, microbatches=8, chunks=2))
+>>> from infralens.pipeline import assign_layers, bubble_fraction, idle_fraction
+>>> bubble_fraction(stages=4, microbatches=8), idle_fraction(stages=4, microbatches=8)
+(Fraction(3, 8), Fraction(3, 11))
+>>> from infralens.pipeline import zb_h1_bubble_fraction
+>>> bubble_fraction(stages=4, microbatches=8, chunks=2)  # interleaving with v = 2 halves it
 Fraction(3, 16)
+>>> zb_h1_bubble_fraction(stages=4, microbatches=8)  # ZB-H1: a third of 1F1B's
+Fraction(1, 8)
+>>> assign_layers(4, stages=2)
+((range(0, 2),), (range(2, 4),))
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, positive_int, positive_number
+from infralens._validate import positive_int, positive_number
 
 __all__ = [
-    "SCHEDULES",
-    "Slot",
-    "Timeline",
     "assign_layers",
     "bubble_fraction",
     "idle_fraction",
-    "measured_bubble",
-    "measured_idle",
-    "schedule_order",
-    "simulate",
-    "torch_round_size",
     "zb_h1_bubble_fraction",
 ]
-
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
-RULES = ("megatron", "torch")
-
-Op = tuple[str, int, int]  # (kind "F", "B" or "W", microbatch, chunk)
-
-
-@dataclass(frozen=True)
-class Slot:
-    """One action on one stage: forward ("F"), backward ("B") or, in zb-h1, the
-    weight-gradient part of the backward ("W"), of a microbatch on a chunk.
-
-    The chunk's global (virtual) stage index is ``chunk * stages + stage``.
-    """
-
-    start: Fraction
-    end: Fraction
-    kind: str
-    microbatch: int
-    chunk: int
-
-
-@dataclass(frozen=True)
-class Timeline:
-    """Per-stage slots of one training step, in time order (``rows[stage]``)."""
-
-    schedule: str
-    chunks: int
-    rows: tuple[tuple[Slot, ...], ...]
-
-    @property
-    def makespan(self) -> Fraction:
-        """Time from the first forward to the last backward."""
-        return max(row[-1].end for row in self.rows)
-
-    def busy(self, stage: int) -> Fraction:
-        """Time *stage* spends computing."""
-        return sum((s.end - s.start for s in self.rows[stage]), Fraction(0))
-
-    def idle(self, stage: int) -> Fraction:
-        """Time *stage* waits inside the step: makespan minus busy time."""
-        return self.makespan - self.busy(stage)
-
-    @property
-    def peak_in_flight(self) -> tuple[int, ...]:
-        """Per stage, the most (microbatch, chunk) forwards whose backward has not run yet.
-
-        Each one keeps a chunk's activations (1/v of the stage's layers) alive.
-        In zb-h1 a "B" frees them; the W that follows keeps less (Qi et al.).
-        """
-        peaks = []
-        for row in self.rows:
-            live = peak = 0
-            for s in row:
-                live += {"F": 1, "B": -1, "W": 0}[s.kind]
-                peak = max(peak, live)
-            peaks.append(peak)
-        return tuple(peaks)
 
 
 def assign_layers(layers: int, *, stages: int, chunks: int = 1) -> tuple[tuple[range, ...], ...]:
@@ -139,111 +69,6 @@ def assign_layers(layers: int, *, stages: int, chunks: int = 1) -> tuple[tuple[r
     )
 
 
-def torch_round_size(*, stages: int, microbatches: int) -> int:
-    """Microbatches per round in PyTorch 2.13's ``ScheduleInterleaved1F1B``.
-
-    rounds = max(1, m // p); the round size is m / rounds, and m must be a
-    multiple of rounds. Megatron-LM instead always uses rounds of p and
-    requires m to be a multiple of p.
-
-    >>> torch_round_size(stages=4, microbatches=8), torch_round_size(stages=4, microbatches=10)
-    (4, 5)
-    >>> torch_round_size(stages=4, microbatches=3)  # fewer microbatches than stages: one round
-    3
-    >>> torch_round_size(stages=4, microbatches=9)
-    Traceback (most recent call last):
-    ...
-    ValueError: microbatches must be a multiple of max(1, 9 // 4) = 2, got 9
-    """
-    p = positive_int("stages", stages)
-    m = positive_int("microbatches", microbatches)
-    rounds = max(1, m // p)
-    if m % rounds:
-        raise ValueError(
-            f"microbatches must be a multiple of max(1, {m} // {p}) = {rounds}, got {m}"
-        )
-    return m // rounds
-
-
-def schedule_order(
-    schedule: str,
-    *,
-    stages: int,
-    microbatches: int,
-    chunks: int = 1,
-    rules: str = "megatron",
-) -> tuple[tuple[Op, ...], ...]:
-    """The order in which each stage runs its actions: ``(kind, microbatch, chunk)``.
-
-    - gpipe: all m forwards, then all m backwards.
-    - 1f1b: w = min(p - 1 - s, m) warm-up forwards on stage s, then one
-      forward and one backward in turn, then the w backwards left.
-    - interleaved (Narayanan et al. 2021, §2.2): the same over m·v chunk
-      actions with w = min(2(p - 1 - s) + (v - 1)·g, m·v); forward k runs
-      chunk (k // g) mod v, backward k chunk v - 1 - (k // g) mod v, in
-      rounds of g microbatches.
-    - zb-h1 (Qi et al. 2024): 1f1b with each backward split into B (input
-      gradient) and W (weight gradient); stage s runs its first s Bs without
-      their W and runs the deferred Ws last (PyTorch 2.13's ZB1P order with
-      one stage per rank).
-
-    ``rules="megatron"``: g = p, p must divide m, and the interleaved
-    warm-up is every forward when m = p. ``rules="torch"`` (PyTorch 2.13):
-    g = ``torch_round_size`` (also checked for zb-h1), and 1f1b needs m >= p.
-
-    >>> def show(rows):
-    ...     return [" ".join(f"{k}{i}.{c}" for k, i, c in row) for row in rows]
-    >>> show(schedule_order("1f1b", stages=2, microbatches=3))
-    ['F0.0 F1.0 B0.0 F2.0 B1.0 B2.0', 'F0.0 B0.0 F1.0 B1.0 F2.0 B2.0']
-    >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2, rules="torch"))[1]
-    'F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0'
-    >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2))[1]  # m = p
-    'F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0'
-    >>> schedule_order("interleaved", stages=4, microbatches=6, chunks=2)
-    Traceback (most recent call last):
-    ...
-    ValueError: microbatches must be a multiple of stages: 6 % 4 = 2
-
-    Raises ``ValueError`` for an unknown *schedule* or *rules*, a size
-    below 1, chunks > 1 with a non-interleaved schedule, or a microbatch
-    count the chosen rules refuse.
-    """
-    name = check_choice("schedule", schedule, SCHEDULES)
-    p = positive_int("stages", stages)
-    m = positive_int("microbatches", microbatches)
-    v = positive_int("chunks", chunks)
-    mode = check_choice("rules", rules, RULES)
-    if name != "interleaved" and v != 1:
-        raise ValueError(f"chunks must be 1 for the {name} schedule, got {v}")
-    if name == "1f1b" and mode == "torch" and m < p:
-        raise ValueError(f"microbatches must be >= stages for PyTorch's 1F1B: {m} < {p}")
-    if name == "zb-h1":
-        if mode == "torch":
-            torch_round_size(stages=p, microbatches=m)  # the same check as interleaved
-        return tuple(_zb_h1_row(p, m, s) for s in range(p))
-    if name == "gpipe":
-        flush = tuple(("F", i, 0) for i in range(m)) + tuple(("B", i, 0) for i in range(m))
-        return (flush,) * p
-    if name == "interleaved" and mode == "megatron":
-        if m % p:
-            raise ValueError(f"microbatches must be a multiple of stages: {m} % {p} = {m % p}")
-        g = p
-    else:
-        g = torch_round_size(stages=p, microbatches=m) if name == "interleaved" else m
-    total, out = m * v, []
-    for s in range(p):
-        warmup = min((2 if name == "interleaved" else 1) * (p - 1 - s) + (v - 1) * g, total)
-        if name == "interleaved" and mode == "megatron" and m == p:
-            warmup = total  # Megatron runs all forwards first when m = p
-        fwd = _chunk_ops("F", range(total), g, v)
-        bwd = _chunk_ops("B", range(total), g, v)
-        row = fwd[:warmup]
-        for k in range(total - warmup):
-            row += [fwd[warmup + k], bwd[k]]
-        out.append(tuple(row + bwd[total - warmup :]))
-    return tuple(out)
-
-
 def _times(forward: object, backward: object, weight: object) -> tuple[Fraction, ...]:
     """Check the durations: forward, backward > 0, 0 < weight (default backward / 2) < backward."""
     out: list[Fraction] = []
@@ -256,102 +81,6 @@ def _times(forward: object, backward: object, weight: object) -> tuple[Fraction,
     if out[2] >= out[1]:
         raise ValueError(f"weight must be < backward = {backward}, got {weight}")
     return tuple(out)
-
-
-def _zb_h1_row(p: int, m: int, s: int) -> tuple[Op, ...]:
-    """Stage s of ZB-H1: 1F1B's F and B, each W after its B once s Bs have run."""
-    warmup = min(p - 1 - s, m)
-    row: list[Op] = [("F", i, 0) for i in range(warmup)]
-    w = 0
-    for k in range(m):  # k-th backward
-        row += [("F", warmup + k, 0)] if k < m - warmup else []
-        row.append(("B", k, 0))
-        if k >= s:
-            row.append(("W", w, 0))
-            w += 1
-    return tuple(row + [("W", i, 0) for i in range(w, m)])
-
-
-def _chunk_ops(kind: str, steps: range, g: int, v: int) -> list[Op]:
-    """The kind's k-th action runs chunk (k // g) mod v (reversed for "B"), next microbatch."""
-    count = [0] * v
-    ops = []
-    for k in steps:
-        chunk = (k // g) % v if kind == "F" else v - 1 - (k // g) % v
-        ops.append((kind, count[chunk], chunk))
-        count[chunk] += 1
-    return ops
-
-
-def simulate(
-    schedule: str,
-    *,
-    stages: int,
-    microbatches: int,
-    chunks: int = 1,
-    forward: int | Fraction = 1,
-    backward: int | Fraction = 2,
-    weight: int | Fraction | None = None,
-    rules: str = "megatron",
-) -> Timeline:
-    """Time every action of ``schedule_order``: start = max(stage free, input ready).
-
-    The forward of microbatch i on virtual stage k waits for its forward on
-    k - 1; its backward waits for the backward on k + 1 (the last virtual
-    stage waits for its own forward). A chunk's forward takes forward / v and
-    its backward backward / v. In zb-h1 *weight* (default: half of
-    *backward*) is the W part of the backward, and B takes the rest.
-
-    >>> t = simulate("gpipe", stages=2, microbatches=2)
-    >>> [(str(s.start), str(s.end), s.kind + str(s.microbatch)) for s in t.rows[1]]
-    [('1', '2', 'F0'), ('2', '3', 'F1'), ('3', '5', 'B0'), ('5', '7', 'B1')]
-    >>> simulate("1f1b", stages=3, microbatches=1).makespan  # m = 1: no overlap at all
-    Fraction(9, 1)
-    >>> simulate("gpipe", stages=2, microbatches=2, forward=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: forward must be > 0, got 0
-
-    Raises what ``schedule_order`` raises, and ``ValueError`` for a
-    non-positive or float *forward* or *backward*, or a *weight* given for
-    another schedule than zb-h1 or not strictly between 0 and *backward*.
-    """
-    order = schedule_order(
-        schedule, stages=stages, microbatches=microbatches, chunks=chunks, rules=rules
-    )
-    if weight is not None and schedule != "zb-h1":
-        raise ValueError(f"weight applies only to the zb-h1 schedule, not {schedule!r}")
-    f, b, w = _times(forward, backward, weight)
-    split = w if schedule == "zb-h1" else Fraction(0)
-    times = {"F": f / chunks, "B": (b - split) / chunks, "W": split / chunks}
-    p, last = stages, stages * chunks - 1
-    done: dict[tuple[str, int, int], Fraction] = {}  # (kind, microbatch, virtual stage) -> end
-    rows: list[list[Slot]] = [[] for _ in range(p)]
-    clock = [Fraction(0)] * p
-    pending = sum(map(len, order))
-    while pending:
-        progressed = False
-        for s in range(p):
-            while len(rows[s]) < len(order[s]):
-                kind, mb, c = order[s][len(rows[s])]
-                k = c * p + s
-                if kind == "F":
-                    dep = ("F", mb, k - 1) if k > 0 else None
-                elif kind == "W":
-                    dep = ("B", mb, k)
-                else:
-                    dep = ("B", mb, k + 1) if k < last else ("F", mb, k)
-                if dep is not None and dep not in done:
-                    break
-                start = max(clock[s], done[dep]) if dep is not None else clock[s]
-                clock[s] = start + times[kind]
-                done[(kind, mb, k)] = clock[s]
-                rows[s].append(Slot(start, clock[s], kind, mb, c))
-                pending -= 1
-                progressed = True
-        if not progressed:  # pragma: no cover - every order above is deadlock-free
-            raise RuntimeError(f"{schedule} order deadlocks: stages wait on each other")
-    return Timeline(schedule, chunks, tuple(tuple(r) for r in rows))
 
 
 def bubble_fraction(*, stages: int, microbatches: int, chunks: int = 1) -> Fraction:
@@ -402,9 +131,9 @@ def zb_h1_bubble_fraction(
     """ZB-H1's bubble over compute time: (p - 1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W)).
 
     Qi et al. 2024, Table 2, with T_B = backward - weight (input gradient)
-    and T_W = weight; 1F1B's bubble there is (p - 1)(T_F + T_B + T_W). The
-    simulation of ``"zb-h1"`` matches it when m >= p and T_W <= T_F, T_B
-    (the paper designs ZB-H1 for T_F = T_B = T_W).
+    and T_W = weight; 1F1B's bubble there is (p - 1)(T_F + T_B + T_W).
+    ``infralens.pipeline_schedules.simulate("zb-h1", ...)`` matches it when
+    m >= p and T_W <= T_F, T_B (the paper designs ZB-H1 for T_F = T_B = T_W).
 
     >>> zb_h1_bubble_fraction(stages=4, microbatches=8)  # T_F = T_B = T_W: a third of 1F1B's
     Fraction(1, 8)
@@ -420,27 +149,3 @@ def zb_h1_bubble_fraction(
     t_f, full, t_w = _times(forward, backward, weight)
     t_b = full - t_w
     return (p - 1) * (t_f + t_b - t_w) / (m * (t_f + t_b + t_w))
-
-
-def _total(per_stage: Callable[[int], Fraction], p: int) -> Fraction:
-    return sum(map(per_stage, range(p)), Fraction(0))
-
-
-def measured_bubble(timeline: Timeline) -> Fraction:
-    """Idle time over compute time, summed over the stages of a simulated step.
-
-    >>> measured_bubble(simulate("gpipe", stages=1, microbatches=3))
-    Fraction(0, 1)
-    """
-    p = len(timeline.rows)
-    return _total(timeline.idle, p) / _total(timeline.busy, p)
-
-
-def measured_idle(timeline: Timeline) -> Fraction:
-    """Idle time over the whole step (makespan × stages), of a simulated step.
-
-    >>> measured_idle(simulate("1f1b", stages=4, microbatches=8))
-    Fraction(3, 11)
-    """
-    p = len(timeline.rows)
-    return _total(timeline.idle, p) / (timeline.makespan * p)
