@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -23,8 +24,8 @@ def start(description: str) -> tuple[int, int, torch.device]:
     return dist.get_rank(), dist.get_world_size(), device
 
 
-def stop(message: str) -> int:
-    """Rank 0 writes *message* to stderr; every rank waits for that, then returns 2."""
+def stop(message: str) -> NoReturn:
+    """Rank 0 writes *message* to stderr; every rank waits for that, then exits with 2."""
     if dist.get_rank() == 0:
         sys.stderr.write(message + "\n")
         sys.stderr.flush()
@@ -32,11 +33,11 @@ def stop(message: str) -> int:
     # as soon as one child fails.
     dist.barrier()
     dist.destroy_process_group()
-    return 2
+    _leave(2)
 
 
-def finish(line: str, ok: bool) -> int:
-    """Write this rank's result line, leave the group; return 0 if *ok*, else 1."""
+def finish(line: str, ok: bool) -> NoReturn:
+    """Write this rank's result line, leave the group and exit: 0 if *ok*, else 1."""
     # One write per line: ranks share torchrun's stdout, and print() writes the
     # text and the newline separately, which lets lines from ranks interleave.
     sys.stdout.write(line + "\n")
@@ -46,4 +47,17 @@ def finish(line: str, ok: bool) -> int:
     # exception") after printing a correct result.
     dist.barrier()
     dist.destroy_process_group()
-    return 0 if ok else 1
+    _leave(0 if ok else 1)
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit now, skipping C++ static destructors.
+
+    With PyTorch 2.13 and gloo, a process can still abort ("terminate called
+    without an active exception") in static destruction at interpreter exit,
+    after every rank has printed, synchronised and destroyed its group. There
+    is nothing left to clean up by then, so the demo flushes and leaves.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
