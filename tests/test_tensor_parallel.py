@@ -148,6 +148,8 @@ def _small_layer(**overrides: object) -> object:
         (lambda: linear_shard("colwise", 0, 4, 2, 0), ValueError, "in_features must be >= 1"),
         (lambda: linear_shard("rowwise", 4, 4, 2, 2), ValueError, r"rank must be in range\(0, 2\)"),
         (lambda: mlp_shards(hidden=4, ffn_hidden=8, tp=0, rank=0), ValueError, "tp must be >= 1"),
+        (lambda: mlp_shards(hidden=-8, ffn_hidden=8, tp=2, rank=0), ValueError, "^hidden must be"),
+        (lambda: mlp_shards(hidden=8, ffn_hidden=0, tp=2, rank=0), ValueError, "ffn_hidden must"),
         (
             lambda: attention_shards(hidden=768, heads=12, tp=8, rank=0),
             ValueError,

@@ -120,11 +120,13 @@ def mlp_shards(
     >>> [f.weight for f in mlp_shards(hidden=4, ffn_hidden=10, tp=4, rank=3)]  # uneven
     [(1, 4), (4, 1)]
 
-    Raises ``ValueError`` as :func:`linear_shard` does.
+    Raises ``ValueError`` for a size below 1 (naming *hidden*, *ffn_hidden*
+    or *tp*) or a rank outside ``range(tp)``.
     """
+    h, f = positive_int("hidden", hidden), positive_int("ffn_hidden", ffn_hidden)
     return (
-        linear_shard("colwise", hidden, ffn_hidden, tp, rank, bias=bias, name="fc1"),
-        linear_shard("rowwise", ffn_hidden, hidden, tp, rank, bias=bias, name="fc2"),
+        linear_shard("colwise", h, f, tp, rank, bias=bias, name="fc1"),
+        linear_shard("rowwise", f, h, tp, rank, bias=bias, name="fc2"),
     )
 
 
