@@ -57,7 +57,20 @@ def test_megatron_closed_form_reproduces_table_1(
 ) -> None:
     p = megatron_param_count(layers=layers, hidden=hidden, vocab_size=51200, seq_len=2048)
     assert f"{p / 1e9:.1f}" == printed
-    assert hidden % heads == 0  # the table's heads divide its hidden sizes
+    # The general counter, on the table's own shapes, is the closed form plus a final LayerNorm.
+    gpt = TransformerConfig(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=4 * hidden,
+        vocab_size=51200,
+        seq_len=2048,
+        tied_embeddings=True,
+        bias=True,
+        learned_positions=True,
+    )
+    assert gpt.num_params() == p + 2 * hidden
 
 
 @given(
@@ -127,8 +140,17 @@ def test_llama3_405b_pretraining_compute_is_3_8e25_flops() -> None:
     # Dubey et al. 2024: 405B parameters on 15.6T tokens, 3.8 x 10^25 FLOPs.
     flops = training_flops(PRESETS["llama3.1-405b"], 15_600_000_000_000)
     assert f"{flops:.1e}" == "3.8e+25"
-    with_attention = training_flops(PRESETS["llama3.1-405b"], 15, attention=True)
-    assert with_attention > training_flops(PRESETS["llama3.1-405b"], 15)
+    big = PRESETS["llama3.1-405b"]
+    # Kaplan et al.'s attention term, 2 * n_layer * n_ctx * d_attn forward, times 3 for training.
+    extra = training_flops(big, 15, attention=True) - training_flops(big, 15)
+    assert extra == 3 * 2 * 126 * 131072 * 16384 * 15
+
+
+def test_non_embedding_parameters_leave_out_embedding_and_output() -> None:
+    gpt3 = PRESETS["gpt3-175b"]  # tied output: only the token and position tables go
+    assert gpt3.num_params() - gpt3.non_embedding_params() == (50257 + 2048) * 12288
+    llama = PRESETS["llama2-7b"]  # untied: embedding and output projection both go
+    assert llama.num_params() - llama.non_embedding_params() == 2 * 32000 * 4096
 
 
 @given(

@@ -42,9 +42,8 @@ def finish(line: str, ok: bool) -> NoReturn:
     # text and the newline separately, which lets lines from ranks interleave.
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
-    # Leave together: a rank that destroys its gloo group while a peer still
-    # has traffic in flight can abort ("terminate called without an active
-    # exception") after printing a correct result.
+    # Leave together, so no rank tears its group down while a peer is still
+    # inside a collective with it.
     dist.barrier()
     dist.destroy_process_group()
     _leave(0 if ok else 1)

@@ -144,17 +144,24 @@ class TransformerConfig:
         return body + self.embedding_params() + self.output_params()
 
     def non_embedding_params(self) -> int:
-        """Parameters outside the embedding and output layers (Kaplan et al.'s N)."""
+        """Parameters outside the embedding and output layers: Kaplan et al.'s N.
+
+        >>> PRESETS["llama3-8b"].num_params() - PRESETS["llama3-8b"].non_embedding_params()
+        1050673152
+        """
         return self.num_params() - self.embedding_params() - self.output_params()
 
 
 def training_flops(config: TransformerConfig, tokens: int, *, attention: bool = False) -> int:
     """Training FLOPs for *tokens* tokens: the 6N rule, optionally with attention.
 
-    C = 6·N·D, with N = ``config.num_params()`` and D = *tokens*. With
-    ``attention=True`` each token also pays 6·L·s·h for the attention scores
-    and their product with V (Kaplan et al. 2020, Table 1: forward
-    2·n_layer·n_ctx·d_attn, backward twice that), with s = ``config.seq_len``.
+    C = 6·N·D, with N = ``config.num_params()`` and D = *tokens* (Kaplan et
+    al. 2020 count only :meth:`~TransformerConfig.non_embedding_params`).
+    ``attention=True`` adds Kaplan et al.'s attention term (their Table 1:
+    2·n_layer·n_ctx·d_attn per token forward, three times that for training),
+    6·L·s·h per token with s = ``config.seq_len`` and d_attn = h. Megatron's
+    Eq. 3 (:func:`megatron_flops_per_iteration`) counts twice as much for
+    attention.
 
     >>> f"{training_flops(PRESETS['llama3.1-405b'], 15_600_000_000_000):.2e}"
     '3.80e+25'
