@@ -274,7 +274,7 @@ def layer_bytes_sent(
     sequence parallelism each rank's piece is ``b·s·h / tp``). The sum of
     ``ring_bytes_sent(op, b·s·h·bytes, tp)`` over :func:`layer_collectives`
     is ``8·b·s·h·(tp-1)/tp`` elements either way, the per-layer figure of
-    Narayanan et al. (2021), §3.3: a ring all-reduce is one reduce-scatter
+    Narayanan et al. (2021), §3.2: a ring all-reduce is one reduce-scatter
     pass plus one all-gather pass.
 
     >>> layer_bytes_sent(seq_len=2048, micro_batch_size=1, hidden=12288, tp=8,
@@ -283,7 +283,8 @@ def layer_bytes_sent(
     >>> layer_bytes_sent(seq_len=4, micro_batch_size=1, hidden=8, tp=1, sequence_parallel=True)
     Fraction(0, 1)
 
-    Raises ``ValueError`` for a size below 1.
+    Raises ``ValueError`` for a size below 1 and ``TypeError`` if
+    *sequence_parallel* is not a bool.
     """
     nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)
     t = positive_int("tp", tp)
@@ -340,13 +341,13 @@ def layer_seconds(
     >>> layer_seconds(cluster=c, tp_group=[0], **kw).communication   # tp = 1
     Fraction(0, 1)
 
-    Raises ``ValueError`` for a size or *peak_flops_per_s* below 1, or a
-    group with a repeated rank or a rank outside *cluster*.
+    Raises ``ValueError`` for a size or *peak_flops_per_s* below 1, or an
+    empty group, a repeated rank or a rank outside *cluster*.
     """
     ranks = list(tp_group)
     if len(set(ranks)) != len(ranks):
         raise ValueError(f"tp_group must not repeat a rank, got {ranks}")
-    cluster.tier_of(ranks)  # validates the ranks
+    cluster.tier_of(ranks)  # rejects an empty group (t = 0 below) and unknown ranks
     t = len(ranks)
     nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)
     flops = 6 * positive_int("params_per_layer", params_per_layer) * seq_len * micro_batch_size
