@@ -104,9 +104,9 @@ def test_route_conserves_copies_and_drops_the_latest_arrivals(
     assert sum(r.load) == k * len(routes)
     assert all(kept == min(n, cap) for kept, n in zip(r.kept, r.load, strict=True))
     assert [n - kp for n, kp in zip(r.load, r.kept, strict=True)] == list(r.dropped)
-    assert len(r.lost) == sum(r.dropped)
-    for t, x in r.lost:  # exactly `cap` earlier tokens reached x before the dropped one
-        assert sum(x in chosen for chosen in routes[:t]) >= cap
+    # arrival order: each expert keeps its first `cap` tokens and loses every later one
+    arrivals = [[t for t, chosen in enumerate(routes) if x in chosen] for x in range(experts)]
+    assert sorted(r.lost) == sorted((t, x) for x in range(experts) for t in arrivals[x][cap:])
     dropless = route(routes, experts)
     assert dropless.kept == dropless.load and dropless.lost == ()
 
@@ -144,7 +144,9 @@ def test_ep_groups_come_from_the_plan_inside_dp() -> None:
         assert len(group) == 2
         assert len({plan.coords(r)["tp"] for r in group}) == 1  # same TP slice
         assert {plan.coords(r)["ep"] for r in group} == {0, 1}
-    with pytest.raises(ValueError, match="ep must divide dp"):
+    with pytest.raises(
+        ValueError, match=r"ep must divide dp \(experts are carved out of dp\): 6 % 4"
+    ):
         ParallelPlan(dp=6, ep=4)
 
 
@@ -204,7 +206,9 @@ def test_dispatch_errors() -> None:
 @given(st.lists(st.integers(0, 50), min_size=8, max_size=8), st.sampled_from([1, 2, 4, 8]))
 def test_the_slowest_rank_sets_the_layer_time(load: list[int], ep: int) -> None:
     ranks = rank_tokens(load, ep)
-    assert sum(ranks) == sum(load)
+    assert ranks == [
+        sum(n for x, n in enumerate(load) if expert_rank(x, 8, ep) == r) for r in range(ep)
+    ]
     assert layer_seconds(load, ep, 3, 6) == Fraction(max(ranks) * 3, 6)
     balanced = [sum(load) // 8] * 8
     assert layer_seconds(load, ep, 1, 1) >= layer_seconds(balanced, ep, 1, 1)
@@ -212,9 +216,10 @@ def test_the_slowest_rank_sets_the_layer_time(load: list[int], ep: int) -> None:
 
 def test_capacity_caps_the_straggler_at_the_padded_buffer() -> None:
     hot, cap = [18, 2, 2, 2, 2, 2, 2, 2], 5
-    assert layer_seconds(hot, 4, 1, 1) == 20
-    assert layer_seconds(hot, 4, 1, 1, capacity=cap) == 2 * cap
-    assert route([(x,) for x, n in enumerate(hot) for _ in range(n)], 8, cap).dropped[0] == 13
+    assert layer_seconds(hot, 4, 1, 1) == hot[0] + hot[1]  # rank 0 holds experts 0 and 1
+    assert layer_seconds(hot, 4, 1, 1, capacity=cap) == 2 * cap  # two full padded buffers
+    dropped = route([(x,) for x, n in enumerate(hot) for _ in range(n)], 8, cap).dropped
+    assert dropped == (hot[0] - cap,) + (0,) * 7  # only the hot expert overflows
 
 
 def test_layer_time_errors() -> None:
@@ -222,8 +227,10 @@ def test_layer_time_errors() -> None:
         layer_seconds([1, 1], 1, 1, 0)
     with pytest.raises(ValueError, match="experts must be divisible by ep: 3 % 2 = 1"):
         layer_seconds([1, 1, 1], 2, 1, 1)
-    with pytest.raises(ValueError, match="per_expert must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="load must be >= 0, got -1"):
         layer_seconds([-1, 1], 1, 1, 1, capacity=2)
+    with pytest.raises(ValueError, match="capacity must be >= 0, got -1"):
+        layer_seconds([1, 1], 1, 1, 1, capacity=-1)
 
 
 def test_switch_loss_is_alpha_when_uniform_and_alpha_n_when_collapsed() -> None:

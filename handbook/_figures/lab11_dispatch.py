@@ -11,6 +11,7 @@ from matplotlib.patches import Rectangle
 from infralens.experts import expert_rank, send_counts, top_k_experts
 
 EP, EXPERTS, TOKENS, K = 4, 8, 4, 2
+PER_RANK = EXPERTS // EP
 rng = random.Random(11)
 # router scores per source rank; expert 0 gets a bonus, so it is a little hot
 scores = [
@@ -44,7 +45,12 @@ for spine in left.spines.values():
     spine.set_visible(False)
 for r in range(EP):
     left.text(
-        2 * r + 0.96, len(rows) + 0.3, f"EP rank {r}", ha="center", fontsize=7, color=PALETTE[r]
+        PER_RANK * r + PER_RANK / 2 - 0.04,
+        len(rows) + 0.3,
+        f"EP rank {r}",
+        ha="center",
+        fontsize=7,
+        color=PALETTE[r],
     )
 left.set_title("token → top-2 experts (1 = first choice)", fontsize=9, pad=14)
 

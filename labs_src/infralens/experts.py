@@ -219,8 +219,9 @@ def send_counts(
 ) -> list[list[int]]:
     """The dispatch send-count matrix: ``counts[i][j]`` copies rank i sends to rank j.
 
-    Row i is rank i's ``input_split_sizes``; column j is rank j's
-    ``output_split_sizes``. The combine all-to-all uses :func:`transpose`.
+    Row i is rank i's ``input_split_sizes`` and column j is rank j's
+    ``output_split_sizes`` for ``torch.distributed.all_to_all_single``
+    (PyTorch 2.13). The combine all-to-all uses :func:`transpose`.
 
     >>> send_counts([[(0,), (3,)], [(1,), (1,)]], experts=4, ep=2)
     [[1, 1], [2, 0]]
@@ -248,7 +249,8 @@ def received(
 ) -> list[list[tuple[int, int, int]]]:
     """What each EP rank holds after dispatch: ``(source, token, expert)`` in source order.
 
-    ``all_to_all_single`` leaves on rank j block j of rank 0, then of rank 1, ...
+    PyTorch 2.13's ``all_to_all_single`` leaves on rank j block j of rank 0,
+    then of rank 1, ... (concatenated in source-rank order).
 
     >>> received([[(0,), (3,)], [(1,), (1,)]], experts=4, ep=2)
     [[(0, 0, 0), (1, 0, 1), (1, 1, 1)], [(0, 1, 3)]]
@@ -328,7 +330,7 @@ def layer_seconds(
     """
     f = positive_int("flops_per_token", flops_per_token)
     rate = positive_number("flops_per_second", flops_per_second)
-    tokens = rank_tokens(load, ep)
+    tokens = rank_tokens([nonnegative_int("load", n) for n in load], ep)
     if capacity is not None:
         tokens = rank_tokens([nonnegative_int("capacity", capacity)] * len(load), ep)
     return max(tokens) * f / rate
