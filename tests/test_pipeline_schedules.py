@@ -139,7 +139,7 @@ def test_zb_h1_is_a_third_of_1f1b_when_f_b_w_are_equal() -> None:
         (lambda: schedule_order("1f1b", stages=2, microbatches=2, chunks=2), "chunks must be 1"),
         (
             lambda: schedule_order("interleaved", stages=4, microbatches=6, chunks=2),
-            r"multiple of stages: 6 % 4 = 2",
+            "microbatches must be divisible by stages: 6 % 4 = 2",
         ),
         (
             lambda: schedule_order("1f1b", stages=4, microbatches=3, rules="torch"),

@@ -1,4 +1,4 @@
-"""Lab 06 figure: per-stage timelines of GPipe, 1F1B and interleaved 1F1B from the simulator."""
+"""Lab 06 figure: per-stage timelines of GPipe, 1F1B, interleaved 1F1B and ZB-H1, simulated."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import accumulate
 
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, divisible, positive_int
 from infralens.pipeline import _times
 
 __all__ = [
@@ -63,12 +63,11 @@ class Timeline:
     """Per-stage slots of one training step, in time order (``rows[stage]``)."""
 
     schedule: str
-    chunks: int
     rows: tuple[tuple[Slot, ...], ...]
 
     @property
     def makespan(self) -> Fraction:
-        """Time from the first forward to the last backward."""
+        """Time from the first action to the last one on any stage."""
         return max(row[-1].end for row in self.rows)
 
     def busy(self, stage: int) -> Fraction:
@@ -149,7 +148,7 @@ def schedule_order(
     >>> schedule_order("interleaved", stages=4, microbatches=6, chunks=2)
     Traceback (most recent call last):
     ...
-    ValueError: microbatches must be a multiple of stages: 6 % 4 = 2
+    ValueError: microbatches must be divisible by stages: 6 % 4 = 2
 
     Raises ``ValueError`` for an unknown *schedule* or *rules*, a size below 1,
     chunks > 1 outside interleaved, or a microbatch count the rules refuse.
@@ -171,9 +170,8 @@ def schedule_order(
         flush = tuple(("F", i, 0) for i in range(m)) + tuple(("B", i, 0) for i in range(m))
         return (flush,) * p
     if name == "interleaved" and mode == "megatron":
-        if m % p:
-            raise ValueError(f"microbatches must be a multiple of stages: {m} % {p} = {m % p}")
         g = p
+        divisible("microbatches", m, "stages", p)
     else:
         g = torch_round_size(stages=p, microbatches=m) if name == "interleaved" else m
     total, out = m * v, []
@@ -281,7 +279,7 @@ def simulate(
                 progressed = True
         if not progressed:  # pragma: no cover - every order above is deadlock-free
             raise RuntimeError(f"{schedule} order deadlocks: stages wait on each other")
-    return Timeline(schedule, chunks, tuple(tuple(r) for r in rows))
+    return Timeline(schedule, tuple(tuple(r) for r in rows))
 
 
 def _total(per_stage: Callable[[int], Fraction], p: int) -> Fraction:
