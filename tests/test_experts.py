@@ -86,7 +86,7 @@ def test_capacity_is_the_smallest_buffer_holding_the_scaled_share(
 def test_capacity_errors() -> None:
     with pytest.raises(ValueError, match="capacity_factor must be > 0, got 0"):
         expert_capacity(8, 2, capacity_factor=0)
-    with pytest.raises(ValueError, match="capacity_factor must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="capacity_factor must be > 0, got -1"):
         expert_capacity(8, 2, capacity_factor=-1)
     with pytest.raises(ValueError, match="experts must be >= 1, got 0"):
         expert_capacity(8, 0)

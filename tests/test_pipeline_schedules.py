@@ -149,7 +149,10 @@ def test_zb_h1_is_a_third_of_1f1b_when_f_b_w_are_equal() -> None:
         (lambda: torch_round_size(stages=4, microbatches=11), r"max\(1, 11 // 4\) = 2"),
         (lambda: simulate("gpipe", stages=2, microbatches=2, backward=0), "backward must be > 0"),
         (lambda: simulate("gpipe", stages=2, microbatches=2, chunks=0), "chunks must be >= 1"),
-        (lambda: simulate("gpipe", stages=2, microbatches=2, forward=-1), "forward must be >= 0"),
+        (
+            lambda: simulate("gpipe", stages=2, microbatches=2, forward=-1),
+            "forward must be > 0, got -1",
+        ),
         (
             lambda: simulate("1f1b", stages=2, microbatches=2, weight=1),
             "weight applies only to the zb-h1 schedule",

@@ -82,7 +82,7 @@ def test_min_block_tokens_is_where_ring_steps_start_to_hide(
         ),
         (
             lambda: min_block_tokens(4, 4, flops_per_s=1, bandwidth_bytes_per_s=-1),
-            "bandwidth_bytes_per_s must be >= 0, got -1",
+            "bandwidth_bytes_per_s must be > 0, got -1",
         ),
     ],
 )

@@ -84,10 +84,11 @@ def positive_number(name: str, value: object) -> Fraction:
     ...
     ValueError: flops_per_second must be > 0, got 0
     """
-    v = nonnegative_number(name, value)
-    if v == 0:
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not value > 0:  # also rejects NaN
         raise ValueError(f"{name} must be > 0, got {value}")
-    return Fraction(v)
+    return Fraction(value)
 
 
 def rank_in(name: str, value: object, world_size: int) -> int:
