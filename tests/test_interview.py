@@ -28,9 +28,22 @@ def test_worked_scenarios_take_about_a_minute(build: object) -> None:
         assert getattr(scenario, part).rstrip(".") in answer
 
 
-def test_the_ddp_scenario_quotes_the_topology_model() -> None:
+def test_the_ddp_scenario_quotes_the_nccl_model() -> None:
+    from dataclasses import replace
+
+    from infralens.nccl import predict
+    from infralens.topology import Cluster
+
+    two = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
+    one_nic = Cluster(2, 8, replace(two.system, nics_per_node=1))
+    ms = [
+        round(predict("all_reduce", 2 * 10**9, c, r).seconds * 1000)
+        for c, r in ((two, None), (two, range(8)), (one_nic, None))
+    ]
     text = ddp_stops_scaling_across_nodes().communication
-    assert "75 ms" in text and "8 ms" in text
+    assert f"all-reduce takes about {ms[0]} ms, close to the {ms[1]} ms inside one node" in text
+    assert f"it takes about {ms[2]} ms when NCCL can use only one adapter" in text
+    assert ms[2] > 4 * ms[0]  # one adapter per node: the jump the problem describes
 
 
 @pytest.mark.parametrize(

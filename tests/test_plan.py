@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from infralens.hardware import SYSTEMS
 from infralens.plan import AXES, ParallelPlan, enumerate_plans
-from infralens.topology import CLUSTER_PRESETS, Cluster
+from infralens.topology import Cluster
 
 degrees = st.sampled_from([1, 2, 3, 4])
 orders = st.sampled_from(["tp-cp-dp-pp", "tp-cp-pp-dp", "pp-dp-cp-tp", "dp-tp-pp-cp"])
@@ -67,7 +68,7 @@ def test_megatron_table_1_rows_are_valid_plans_with_tp_inside_a_dgx_a100(
     assert n % (t * p) == 0
     plan = ParallelPlan(tp=t, pp=p, dp=n // (t * p))
     plan.check_world_size(n)
-    cluster = Cluster(n // 8, 8, *CLUSTER_PRESETS["dgx-a100"])
+    cluster = Cluster(n // 8, 8, SYSTEMS["dgx-a100"])
     assert all(cluster.tier_of(g).name == "nvlink" for g in plan.groups("tp"))
 
 

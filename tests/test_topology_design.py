@@ -8,14 +8,10 @@ from pathlib import Path
 import pytest
 
 from infralens.design import Workload, compare, fill_worksheet, render_markdown
+from infralens.hardware import SYSTEMS
+from infralens.nccl import predict
 from infralens.plan import ParallelPlan
-from infralens.topology import (
-    CLUSTER_PRESETS,
-    Cluster,
-    collective_seconds,
-    hierarchical_all_reduce_seconds,
-    parse_node_shape,
-)
+from infralens.topology import Cluster, parse_node_shape
 
 GB = 10**9
 H100 = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
@@ -25,26 +21,21 @@ WORK = Workload(
 )  # fmt: skip
 
 
-def test_presets_carry_the_cited_per_direction_bandwidths() -> None:
-    intra, inter = CLUSTER_PRESETS["dgx-h100"]
-    assert intra.bandwidth_bytes_per_s * 2 == 900 * GB  # NVLink 4: 900 GB/s in total
-    assert inter.bandwidth_bytes_per_s * 8 == 400 * GB  # 400 Gb/s ConnectX-7 per GPU
-    intra, inter = CLUSTER_PRESETS["dgx-a100"]
-    assert intra.bandwidth_bytes_per_s * 2 == 600 * GB
-    assert inter.bandwidth_bytes_per_s * 8 == 200 * GB
+def test_tiers_carry_the_cited_per_direction_bandwidths() -> None:
+    h100, a100 = H100, Cluster.from_node_shape("1_node_x_8_gpus", "dgx-a100")
+    assert h100.intra.bandwidth_bytes_per_s * 2 == 900 * GB  # NVLink 4: 900 GB/s in total
+    assert h100.inter.bandwidth_bytes_per_s * 8 == 8 * 400 * GB // 8  # 8 x 400 Gb/s per node
+    assert a100.intra.bandwidth_bytes_per_s * 2 == 600 * GB
+    assert a100.inter.bandwidth_bytes_per_s * 8 == 8 * 200 * GB // 8
 
 
-def test_a_ring_is_bound_by_its_slowest_link() -> None:
-    inside = collective_seconds("all_reduce", GB, range(8), H100)
-    spanning = collective_seconds("all_reduce", GB, [0, 1, 2, 3, 4, 5, 6, 8], H100)
-    assert spanning > 5 * inside  # one inter-node hop puts the whole ring on the network
-
-
-def test_hierarchical_all_reduce_beats_a_flat_ring_across_nodes() -> None:
-    flat = collective_seconds("all_reduce", GB, range(64), H100)
-    assert hierarchical_all_reduce_seconds(GB, H100) < flat
-    one_node = Cluster.from_node_shape("1_node_x_8_gpus")
-    assert hierarchical_all_reduce_seconds(GB, one_node) > 0
+def test_nvl72_keeps_72_gpus_in_one_nvlink_domain() -> None:
+    rack = Cluster.from_node_shape("36_nodes_x_4_gpus", "gb200-nvl72")
+    assert rack.domain_size == 72
+    assert [rack.domain_of(r) for r in (0, 71, 72, 143)] == [0, 0, 1, 1]
+    assert rack.tier_of(range(72)).name == "nvlink"
+    half = Cluster(36, 2, SYSTEMS["gb200-nvl72"])  # two GPUs used per tray: 36 in a domain
+    assert half.domain_size == 36
 
 
 def test_worksheet_names_links_and_memory() -> None:
@@ -61,11 +52,20 @@ def test_worksheet_names_links_and_memory() -> None:
     assert "| TP | 8 | nvlink |" in text and "expected bottleneck" in text
 
 
-def test_moving_tp_across_nodes_makes_it_the_slow_link() -> None:
+def test_moving_tp_across_nodes_prices_the_cross_node_group() -> None:
     good = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, WORK)
-    bad = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2, order="dp-tp-cp-pp"), H100, WORK)
-    tp_time = {s: next(r.seconds_per_step for r in s.comms if r.axis == "tp") for s in (good, bad)}
-    assert tp_time[bad] > 5 * tp_time[good]
+    plan = ParallelPlan(tp=8, pp=4, dp=2, order="dp-tp-cp-pp")
+    bad = fill_worksheet(plan, H100, WORK)
+    group = plan.groups("tp")[0]
+    assert group == [0, 2, 4, 6, 8, 10, 12, 14]  # four GPUs on each of two nodes
+    row = next(r for r in bad.comms if r.axis == "tp")
+    calls = 4 * 20 * 256  # four all-reduces per layer, 20 layers per stage, 256 micro-batches
+    nbytes = 1 * 4096 * 8192 * 2
+    assert row.link == "network"
+    one_call = Fraction(predict("all_reduce", nbytes, H100, group).seconds)
+    assert row.seconds_per_step == calls * one_call
+    tp_good = next(r.seconds_per_step for r in good.comms if r.axis == "tp")
+    assert row.seconds_per_step > tp_good  # NVLS in one node beats four adapters per node
 
 
 def test_zero3_gathers_per_wrapped_unit() -> None:
@@ -83,7 +83,7 @@ def test_zero3_gathers_per_wrapped_unit() -> None:
         (lambda: Cluster.from_node_shape("1_node_x_8_gpus", "tpu"), "preset must be one of"),
         (lambda: H100.tier_of([]), "ranks must hold at least one rank"),
         (lambda: H100.node_of(64), "rank must be < world_size 64"),
-        (lambda: collective_seconds("all_reduce", -1, [0, 1], H100), "nbytes must be >= 0"),
+        (lambda: predict("all_reduce", -1, H100, [0, 1]), "nbytes must be >= 0"),
         (lambda: fill_worksheet(ParallelPlan(tp=8, pp=4), H100, WORK), "= 32 != 64"),
         (lambda: fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2, ep=2), H100, WORK), "ep must be 1"),
         (lambda: Workload(**{**WORK.__dict__, "zero_stage": 5}), "zero_stage must be one of"),
@@ -99,18 +99,16 @@ def test_bad_input_names_the_argument(call: object, message: str) -> None:
 def test_topology_notes_table_matches_the_presets() -> None:
     notes = Path(__file__).resolve().parents[1] / "labs_src" / "starters" / "topology_notes.md"
     rows = [
-        line.split("|")[1:-1] for line in notes.read_text().splitlines() if line.startswith("| dgx")
+        line.split("|")[1:-1]
+        for line in notes.read_text().splitlines()
+        if line.startswith(("| dgx", "| gb"))
     ]
-    assert {r[0].strip() for r in rows} == set(CLUSTER_PRESETS)
+    assert {r[0].strip() for r in rows} == set(SYSTEMS)
     for cells in rows:
-        intra, inter = CLUSTER_PRESETS[cells[0].strip()]
-        assert int(cells[2]) * GB == intra.bandwidth_bytes_per_s
-        assert int(cells[4]) * GB == inter.bandwidth_bytes_per_s
-
-
-def test_unknown_op_is_rejected_even_for_one_rank() -> None:
-    with pytest.raises(ValueError, match="op must be one of"):
-        collective_seconds("bogus", 10, [3], H100)
+        s = SYSTEMS[cells[0].strip()]
+        assert int(cells[2]) == s.nvlink_domain
+        assert int(cells[3]) * GB == s.gpu.nvlink_bytes_per_s
+        assert cells[4].strip() == f"{s.nics_per_node} x {s.nic_bits_per_s // GB} Gb/s"
 
 
 def test_llama3_figure_5_placement() -> None:

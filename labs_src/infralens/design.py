@@ -29,9 +29,10 @@ from infralens._validate import check_choice, positive_int
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
 from infralens.memory import RECOMPUTE, activation_bytes_per_layer
+from infralens.nccl import predict
 from infralens.plan import FREQUENCY, ParallelPlan
 from infralens.sharding import padded_shard_size
-from infralens.topology import Cluster, collective_seconds
+from infralens.topology import Cluster
 from infralens.zero import STAGES, model_state_bytes, step_collectives
 
 __all__ = [
@@ -191,15 +192,15 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
         for op, nbytes, count in calls:
             if op == "send_recv":
                 sent = Fraction(nbytes * count)
-                tier = cluster.tier_of([0, plan.rank(pp=1)])
-                seconds = count * (tier.latency_s + Fraction(nbytes, tier.bandwidth_bytes_per_s))
-                link = tier.name
+                pair = [0, plan.rank(pp=1)]
+                seconds = count * Fraction(predict("send_recv", nbytes, cluster, pair).seconds)
+                link = cluster.tier_of(pair).name
             elif axis == "dp" and work.zero_stage == 3:
                 sent = ring_bytes_sent(op, nbytes, degree)
-                seconds = collective_seconds(op, nbytes // count, group, cluster) * count
+                seconds = Fraction(predict(op, nbytes // count, cluster, group).seconds) * count
             else:
                 sent = ring_bytes_sent(op, nbytes, degree) * count
-                seconds = collective_seconds(op, nbytes, group, cluster) * count
+                seconds = Fraction(predict(op, nbytes, cluster, group).seconds) * count
             risk = (
                 f"bubble {float(bubble):.1%} of ideal compute"
                 if axis == "pp"

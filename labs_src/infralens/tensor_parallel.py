@@ -32,8 +32,9 @@ from fractions import Fraction
 
 from infralens._validate import check_choice, divisible, positive_int, rank_in
 from infralens.collectives import ring_bytes_sent
+from infralens.nccl import predict
 from infralens.sharding import chunk_sizes, shard_shape
-from infralens.topology import Cluster, collective_seconds
+from infralens.topology import Cluster
 
 __all__ = [
     "OPERATORS",
@@ -326,9 +327,10 @@ def layer_seconds(
     ``compute = 3 · 2·params_per_layer·b·s / (tp · peak_flops_per_s)``:
     2 FLOPs per parameter per token forward, twice that backward, split over
     ``tp = len(tp_group)`` ranks (attention scores are left out).
-    ``communication`` sums ``collective_seconds`` of every collective of
-    :func:`layer_collectives` over *tp_group*, so it runs at the slowest
-    link the group crosses. Nothing is overlapped.
+    ``communication`` sums :func:`infralens.nccl.predict` over every
+    collective of :func:`layer_collectives` on *tp_group*: NCCL's algorithm
+    for that size and group (NVLS inside an H100 node, a ring or tree once
+    the group leaves its NVLink domain). Nothing is overlapped.
 
     >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     >>> kw = dict(params_per_layer=12 * 12288**2, seq_len=2048, micro_batch_size=1,
@@ -337,7 +339,7 @@ def layer_seconds(
     >>> inside = layer_seconds(cluster=c, tp_group=range(8), **kw)
     >>> across = layer_seconds(cluster=c, tp_group=range(16), **kw)
     >>> ms(inside.compute), ms(inside.communication), ms(across.compute), ms(across.communication)
-    (2.81, 0.95, 1.41, 8.75)
+    (2.81, 0.93, 1.41, 1.27)
     >>> layer_seconds(cluster=c, tp_group=[0], **kw).communication   # tp = 1
     Fraction(0, 1)
 
@@ -354,7 +356,7 @@ def layer_seconds(
     compute = Fraction(flops, t * positive_int("peak_flops_per_s", peak_flops_per_s))
     comm = sum(
         (
-            collective_seconds(c.op, nbytes, ranks, cluster)
+            Fraction(predict(c.op, nbytes, cluster, ranks).seconds)
             for c in layer_collectives(sequence_parallel=sequence_parallel)
         ),
         start=Fraction(0),

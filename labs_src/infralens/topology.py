@@ -1,64 +1,44 @@
-"""Cluster topology: which link a group of ranks crosses, and what a collective costs there.
+"""Cluster topology: which GPUs share an NVLink domain, and which link a group crosses.
 
-A cluster is ``nodes × gpus_per_node`` GPUs with two link tiers: a fast one
-inside a node (NVLink through NVSwitch) and a slower one between nodes (one
-network adapter per GPU in the DGX designs). Ranks are numbered node by
-node, so rank r sits on node ``r // gpus_per_node``.
+A cluster is ``nodes × gpus_per_node`` GPUs of one :class:`~infralens.hardware.System`.
+Ranks are numbered node by node, so rank r sits on node ``r // gpus_per_node``.
+GPUs talk over NVLink inside an NVLink domain (one DGX node, or a whole
+GB200 NVL72 rack) and over the network adapters between domains.
 
 >>> h100 = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
 >>> h100.tier_of([0, 1, 2, 3, 4, 5, 6, 7]).name, h100.tier_of([0, 8]).name
 ('nvlink', 'network')
+>>> nvl72 = Cluster.from_node_shape("36_nodes_x_4_gpus", "gb200-nvl72")
+>>> nvl72.tier_of(range(72)).name, nvl72.tier_of([71, 72]).name   # 18 trays, one fabric
+('nvlink', 'network')
 
-Bandwidths are per GPU and per direction, the figure a ring is limited by:
-NVLink 4 gives an H100 900 GB/s in total, 450 GB/s each way; a DGX H100
-gives each GPU one 400 Gb/s adapter, 50 GB/s each way. Latencies are
-illustrative assumptions, not datasheet values.
+What a collective over a group costs is :mod:`infralens.nccl`'s question;
+this module only says where the ranks are.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from fractions import Fraction
 
-from infralens._validate import check_choice, nonnegative_int, positive_int
-from infralens.collectives import OPS, ring_bytes_sent
+from infralens._validate import nonnegative_int, positive_int
+from infralens.hardware import SYSTEMS, System, system
 
-__all__ = [
-    "CLUSTER_PRESETS",
-    "Cluster",
-    "LinkTier",
-    "collective_seconds",
-    "hierarchical_all_reduce_seconds",
-    "parse_node_shape",
-]
-
-GB = 10**9
+__all__ = ["Cluster", "LinkTier", "parse_node_shape"]
 
 
 @dataclass(frozen=True)
 class LinkTier:
-    """A class of link: per-GPU, per-direction bandwidth and a per-message latency."""
+    """A class of link and its line rate per GPU and per direction, in bytes per second.
+
+    ``nvlink`` is one GPU's NVLink ports; ``network`` is one GPU's share of
+    its node's adapters (all of them, divided by the GPUs of the node).
+    """
 
     name: str
     bandwidth_bytes_per_s: int
-    latency_s: Fraction
 
-
-CLUSTER_PRESETS: dict[str, tuple[LinkTier, LinkTier]] = {
-    # NVLink 4: 900 GB/s total per H100 (450 GB/s each way); ConnectX-7 400 Gb/s per GPU.
-    "dgx-h100": (
-        LinkTier("nvlink", 450 * GB, Fraction(3, 10**6)),
-        LinkTier("network", 50 * GB, Fraction(10, 10**6)),
-    ),
-    # NVLink 3: 600 GB/s total per A100 (300 GB/s each way); HDR 200 Gb/s per GPU.
-    "dgx-a100": (
-        LinkTier("nvlink", 300 * GB, Fraction(3, 10**6)),
-        LinkTier("network", 25 * GB, Fraction(10, 10**6)),
-    ),
-}
-"""(intra-node, inter-node) tiers of the DGX H100 and DGX A100 designs."""
 
 _SHAPE = re.compile(r"^(\d+)_nodes?_x_(\d+)_gpus?$")
 
@@ -86,31 +66,61 @@ def parse_node_shape(node_shape: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Cluster:
-    """``nodes × gpus_per_node`` GPUs joined by an intra-node and an inter-node tier."""
+    """``nodes × gpus_per_node`` GPUs of one system design.
+
+    ``gpus_per_node`` may be smaller than the design's (a partly used
+    node); it may not be larger.
+    """
 
     nodes: int
     gpus_per_node: int
-    intra: LinkTier
-    inter: LinkTier
+    system: System = SYSTEMS["dgx-h100"]
 
     def __post_init__(self) -> None:
         positive_int("nodes", self.nodes)
         positive_int("gpus_per_node", self.gpus_per_node)
+        if not isinstance(self.system, System):
+            raise TypeError(f"system must be a System, got {type(self.system).__name__}")
+        if self.gpus_per_node > self.system.gpus_per_node:
+            raise ValueError(
+                f"gpus_per_node must be <= {self.system.gpus_per_node} on a "
+                f"{self.system.name}, got {self.gpus_per_node}"
+            )
 
     @classmethod
     def from_node_shape(cls, node_shape: str, preset: str = "dgx-h100") -> Cluster:
-        """Build a cluster from a shape string and a key of :data:`CLUSTER_PRESETS`.
+        """Build a cluster from a shape string and a key of :data:`infralens.hardware.SYSTEMS`.
+
+        >>> Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-a100").system.gpu.name
+        'A100 SXM4 80GB'
 
         Raises ``ValueError`` for a malformed shape or an unknown preset.
         """
         nodes, gpus = parse_node_shape(node_shape)
-        intra, inter = CLUSTER_PRESETS[check_choice("preset", preset, list(CLUSTER_PRESETS))]
-        return cls(nodes, gpus, intra, inter)
+        return cls(nodes, gpus, system(preset))
 
     @property
     def world_size(self) -> int:
         """Number of GPUs."""
         return self.nodes * self.gpus_per_node
+
+    @property
+    def domain_size(self) -> int:
+        """GPUs per NVLink domain: the node, or the design's larger fabric (GB200 NVL72)."""
+        if self.system.nvlink_domain > self.system.gpus_per_node:
+            return self.system.nvlink_domain // self.system.gpus_per_node * self.gpus_per_node
+        return self.gpus_per_node
+
+    @property
+    def intra(self) -> LinkTier:
+        """The NVLink tier: one GPU's NVLink bandwidth per direction."""
+        return LinkTier("nvlink", self.system.gpu.nvlink_bytes_per_s)
+
+    @property
+    def inter(self) -> LinkTier:
+        """The network tier: one GPU's share of its node's adapters, per direction."""
+        s = self.system
+        return LinkTier("network", s.nics_per_node * s.nic_bytes_per_s // s.gpus_per_node)
 
     def node_of(self, rank: int) -> int:
         """Node index of *rank*: ``rank // gpus_per_node``.
@@ -125,8 +135,19 @@ class Cluster:
             raise ValueError(f"rank must be < world_size {self.world_size}, got {r}")
         return r // self.gpus_per_node
 
-    def tier_of(self, ranks: Sequence[int]) -> LinkTier:
-        """The slowest tier a group crosses: ``intra`` if all ranks share a node.
+    def domain_of(self, rank: int) -> int:
+        """NVLink domain of *rank*: ``rank // domain_size``.
+
+        >>> Cluster.from_node_shape("36_nodes_x_4_gpus", "gb200-nvl72").domain_of(100)
+        1
+
+        Raises ``ValueError`` if *rank* is outside the cluster.
+        """
+        self.node_of(rank)
+        return int(rank) // self.domain_size
+
+    def tier_of(self, ranks: Iterable[int]) -> LinkTier:
+        """The slowest tier a group crosses: ``intra`` if all ranks share an NVLink domain.
 
         >>> c = Cluster.from_node_shape("2_nodes_x_4_gpus")
         >>> c.tier_of([0, 3]).name, c.tier_of([3, 4]).name, c.tier_of([5]).name
@@ -134,60 +155,7 @@ class Cluster:
 
         Raises ``ValueError`` for an empty group or a rank outside the cluster.
         """
-        if len(ranks) == 0:
+        domains = {self.domain_of(r) for r in ranks}
+        if not domains:
             raise ValueError("ranks must hold at least one rank")
-        nodes = {self.node_of(r) for r in ranks}
-        return self.intra if len(nodes) == 1 else self.inter
-
-
-def _ring_seconds(op: str, nbytes: int, n: int, tier: LinkTier) -> Fraction:
-    check_choice("op", op, OPS)
-    if n == 1:
-        return Fraction(0)
-    steps = 2 * (n - 1) if op == "all_reduce" else n - 1
-    return steps * tier.latency_s + ring_bytes_sent(op, nbytes, n) / tier.bandwidth_bytes_per_s
-
-
-def collective_seconds(op: str, nbytes: int, group: Sequence[int], cluster: Cluster) -> Fraction:
-    """Alpha–beta time of a ring collective over *group*, bound by its slowest link.
-
-    ``steps * latency + ring_bytes_sent(op, nbytes, n) / bandwidth`` with
-    ``2(n-1)`` steps for an all-reduce and ``n-1`` otherwise.
-
-    >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus")
-    >>> ms = lambda seconds: round(float(seconds) * 1000, 2)
-    >>> ms(collective_seconds("all_reduce", 10**9, range(8), c))     # inside a node
-    3.93
-    >>> ms(collective_seconds("all_reduce", 10**9, range(16), c))    # across nodes
-    37.8
-    >>> collective_seconds("all_reduce", 10**9, [3], c)                    # alone: free
-    Fraction(0, 1)
-
-    Raises ``ValueError`` for an unknown op, negative size, or bad group.
-    """
-    ranks = list(group)
-    tier = cluster.tier_of(ranks)
-    return _ring_seconds(op, nonnegative_int("nbytes", nbytes), len(ranks), tier)
-
-
-def hierarchical_all_reduce_seconds(nbytes: int, cluster: Cluster) -> Fraction:
-    """All-reduce over the whole cluster in three phases instead of one flat ring.
-
-    Reduce-scatter inside each node (NVLink), all-reduce the 1/g slice between
-    nodes (one ring per local GPU index, all in parallel on the network),
-    all-gather inside each node. Each GPU then sends only ``1/g`` of the
-    flat ring's bytes over the network.
-
-    >>> c = Cluster.from_node_shape("8_nodes_x_8_gpus")
-    >>> flat = collective_seconds("all_reduce", 10**9, range(64), c)
-    >>> hier = hierarchical_all_reduce_seconds(10**9, c)
-    >>> round(float(flat / hier), 2)
-    4.81
-
-    Raises ``ValueError`` for a negative size.
-    """
-    n = nonnegative_int("nbytes", nbytes)
-    g, nodes = cluster.gpus_per_node, cluster.nodes
-    local = _ring_seconds("reduce_scatter", n, g, cluster.intra)
-    across = _ring_seconds("all_reduce", n // g, nodes, cluster.inter) if nodes > 1 else Fraction(0)
-    return local + across + _ring_seconds("all_gather", n, g, cluster.intra)
+        return self.intra if len(domains) == 1 else self.inter
