@@ -30,7 +30,7 @@ extensions = [
     "sphinxcontrib.bibtex",
     "matplotlib.sphinxext.plot_directive",
 ]
-exclude_patterns = ["_figures", "**/.ipynb_checkpoints"]
+exclude_patterns = ["_figures", "_generated", "**/.ipynb_checkpoints"]
 root_doc = "index"
 language = "en"
 today_fmt = "%Y-%m-%d"
@@ -167,5 +167,23 @@ def _drop_signature_abbreviations(app: object, doctree: object, docname: str) ->
         node.replace_self(nodes.Text(node.astext()))
 
 
+# -- Generated pages: the validation tables, computed from the shipped measurements --
+# The same functions the tests call (infralens.validation), so the page and the
+# test suite cannot disagree. Written only when the text changes, so a live
+# rebuild does not see a fresh file on every pass.
+
+
+def _write_validation_tables(app: object) -> None:
+    from infralens.validation import check_nccl, load_nccl_rows, markdown_report
+
+    rows = load_nccl_rows(ROOT / "tests" / "data" / "nccl_tests.csv")
+    text = markdown_report([check_nccl(r) for r in rows])
+    out = SOURCE / "_generated" / "nccl_validation.md"
+    out.parent.mkdir(exist_ok=True)
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.write_text(text, encoding="utf-8")
+
+
 def setup(app: object) -> None:
     app.connect("doctree-resolved", _drop_signature_abbreviations)  # type: ignore[attr-defined]
+    app.connect("builder-inited", _write_validation_tables)  # type: ignore[attr-defined]

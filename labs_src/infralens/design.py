@@ -204,7 +204,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
             risk = (
                 f"bubble {float(bubble):.1%} of ideal compute"
                 if axis == "pp"
-                else "crosses nodes on the slow tier"
+                else "crosses nodes: shares the node's network adapters"
                 if link == cluster.inter.name
                 else "stays on the fast tier"
             )

@@ -121,6 +121,7 @@ class _Shape:
     n: int  # ranks
     domains: int  # NVLink domains spanned
     per_domain: int  # most ranks in one domain
+    fewest: int  # fewest ranks in one domain: its adapters bound what crosses
     nvlink: float  # GB/s one rank reaches over NVLink, as NCCL counts it
     net: float  # GB/s one domain's ring reaches over the adapters the group can use
     net_gpu: float  # GB/s one GPU reaches over its own adapters (point to point)
@@ -135,15 +136,17 @@ def _shape(cluster: Cluster, ranks: Iterable[int] | None) -> _Shape:
     if len(set(group)) != len(group):
         raise ValueError("ranks must not repeat a rank")
     counts = Counter(cluster.domain_of(r) for r in group)
-    per_domain = max(counts.values())
+    per_domain, fewest = max(counts.values()), min(counts.values())
     s = cluster.system
     nics_per_gpu = Fraction(s.nics_per_node, s.gpus_per_node)
     nics_in_domain = nics_per_gpu * cluster.domain_size
-    usable = min(nics_in_domain, Fraction(max(1, math.ceil(per_domain * nics_per_gpu))))
+    # a domain's share of the traffic leaves through the adapters of its group members
+    usable = min(nics_in_domain, Fraction(max(1, math.ceil(fewest * nics_per_gpu))))
     return _Shape(
         n=len(group),
         domains=len(counts),
         per_domain=per_domain,
+        fewest=fewest,
         nvlink=s.gpu.nvlink_links * _NVLINK_LINK_GBPS[s.gpu.arch],
         net=float(usable) * s.nic_bytes_per_s / 1e9 * NET_EFFICIENCY,
         net_gpu=float(max(Fraction(1), nics_per_gpu)) * s.nic_bytes_per_s / 1e9 * NET_EFFICIENCY,
@@ -238,7 +241,7 @@ def candidates(op: str, cluster: Cluster, ranks: Iterable[int] | None = None) ->
     out = ["ring"]
     if op == "all_reduce" and g.domains > 1:
         out.append("tree")
-    if cluster.system.gpu.nvls and g.per_domain > 1:
+    if cluster.system.gpu.nvls and g.fewest > 1:
         if g.domains == 1 and op in ("all_reduce", "all_gather", "reduce_scatter"):
             out.append("nvls")
         if g.domains > 1 and op == "all_reduce":

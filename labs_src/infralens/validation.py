@@ -34,7 +34,15 @@ from infralens.hardware import GPUS, System
 from infralens.nccl import predict
 from infralens.topology import Cluster
 
-__all__ = ["SCOPES", "NcclCheck", "NcclRow", "check_nccl", "load_nccl_rows", "medians"]
+__all__ = [
+    "SCOPES",
+    "NcclCheck",
+    "NcclRow",
+    "check_nccl",
+    "load_nccl_rows",
+    "markdown_report",
+    "medians",
+]
 
 SCOPES = ("nvlink", "rdma", "sharp", "efa", "tcpx")
 """Where a run's bytes travel: NVLink only, InfiniBand/RoCE RDMA, RDMA with SHARP
@@ -150,3 +158,53 @@ def medians(checks: list[NcclCheck], *, large: bool) -> dict[str, float]:
         mid = len(errors) // 2
         out[run] = errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
     return out
+
+
+def _source_cell(url: str) -> str:
+    repo = url.split("github.com/", 1)[-1].split("/blob/", 1)[0] if "github.com/" in url else url
+    return f"[{repo}]({url})"
+
+
+def markdown_report(checks: list[NcclCheck]) -> str:
+    """The validation page's two tables as Markdown: one row per run, then one per measurement.
+
+    >>> row = NcclRow("r1", "DGX H100", "h100-sxm5-80gb", 1, 8, 0, 0, "", "NVLink", "nvlink",
+    ...               "2.18.5", "all_reduce", 2**30, "in-place", 466.35, "https://example.org/r1")
+    >>> text = markdown_report([check_nccl(row)])
+    >>> [line for line in text.splitlines() if line.startswith("| r1")][1]
+    '| r1 | all_reduce | 1,024 | 466.4 | 475.2 | nvls | +1.9 % | 40 % | yes |'
+    """
+    runs: dict[str, list[NcclCheck]] = {}
+    for c in checks:
+        runs.setdefault(c.row.run_id, []).append(c)
+    large, mid = medians(checks, large=True), medians(checks, large=False)
+
+    def pct(x: float | None) -> str:
+        return "–" if x is None else f"{100 * x:.0f} %"
+
+    lines = [
+        "| run | system | GPUs | transport | NCCL | rows | median error, ≥ 64 MiB "
+        "| median error, 1–64 MiB | adapters used to price it | source |",
+        "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for run, cs in runs.items():
+        r = cs[0].row
+        lines.append(
+            f"| {run} | {r.system} | {r.nodes} × {r.gpus_per_node} | {r.scope} | "
+            f"{r.nccl_version or 'not stated'} | {len(cs)} | {pct(large.get(run))} | "
+            f"{pct(mid.get(run))} | {r.network or 'one node'} | {_source_cell(r.source)} |"
+        )
+    lines += [
+        "",
+        "| run | op | size (MiB) | measured busbw | predicted busbw | algorithm "
+        "| error | tolerance | within |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |",
+    ]
+    for c in checks:
+        tol = "bound" if c.tolerance is None else f"{100 * c.tolerance:.0f} %"
+        lines.append(
+            f"| {c.row.run_id} | {c.row.op} | {c.row.size_bytes / MIB:,.0f} | {c.row.busbw:.1f} "
+            f"| {c.predicted:.1f} | {c.algorithm} | {100 * c.error:+.1f} % | {tol} "
+            f"| {'yes' if c.passed else 'NO'} |"
+        )
+    return "\n".join(lines) + "\n"
