@@ -119,7 +119,8 @@ def daly_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
 def optimal_checkpoint_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
     """Seconds of work between checkpoints that maximise goodput: Daly's estimate.
 
-    See :func:`daly_interval`; :func:`young_interval` gives the first-order
+    See :func:`~infralens.goodput.daly_interval`;
+    :func:`~infralens.goodput.young_interval` gives the first-order
     ``sqrt(2 * delta * M)``.
 
     >>> round(optimal_checkpoint_interval(checkpoint_seconds=300, mtbf_seconds=900) / 60, 1)
