@@ -78,3 +78,27 @@ def test_smaller_buckets_start_communication_earlier_but_pay_latency() -> None:
 def test_bad_input_names_the_argument(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()  # type: ignore[operator]
+
+
+@given(st.lists(st.integers(0, 3 * 2**20), max_size=20), st.booleans())
+def test_one_first_iteration_bucket_unless_only_find_unused_parameters_is_set(
+    sizes: list[int], find_unused: bool
+) -> None:
+    # PyTorch 2.13 _BucketCapacityConfig.compute_bucket_size_limits:
+    # [sys.maxsize] if static_graph or not find_unused_parameters
+    one = [list(range(len(sizes)))] if sizes else []
+    assert (
+        buckets.ddp_initial_buckets(sizes, static_graph=True, find_unused_parameters=find_unused)
+        == one
+    )
+    assert buckets.ddp_initial_buckets(sizes) == one
+    walked = buckets.ddp_initial_buckets(sizes, find_unused_parameters=True)
+    assert [i for b in walked for i in b] == list(range(len(sizes)))  # registration order, no split
+    for b in walked[:-1]:  # every closed bucket reached its limit: 1 MiB first, then 25 MiB
+        limit = 2**20 if b is walked[0] else 25 * 2**20
+        assert sum(sizes[i] for i in b) >= limit
+
+
+def test_initial_bucket_flags_must_be_bools() -> None:
+    with pytest.raises(TypeError, match="static_graph must be a bool"):
+        buckets.ddp_initial_buckets([1], static_graph=1)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from infralens.diagnosis import (
+    COLLECT_FIRST,
     FAILURE_CHECKLIST,
     STARTER_TRACES,
     RankStep,
@@ -40,10 +41,20 @@ def test_scaling_efficiency_is_one_at_the_base() -> None:
     assert scaling_efficiency({4: 2.0})[4] == 1.0
 
 
-def test_checklist_covers_the_five_failures() -> None:
+def test_checklist_covers_the_failures() -> None:
     assert [row[0] for row in FAILURE_CHECKLIST] == [
-        "launch mismatch", "NCCL timeout", "one rank out of memory",
-        "slow storage or data loading", "checkpoint corruption",
+        "hang or NCCL timeout", "GPU fault", "launch mismatch", "one rank out of memory",
+        "slow step or straggler", "checkpoint corruption",
+    ]  # fmt: skip
+
+
+def test_the_checklist_never_sends_the_reader_to_the_first_rank_that_reported() -> None:
+    # that rank is usually a victim waiting in the collective the culprit never started
+    for _, first, _ in FAILURE_CHECKLIST:
+        assert "first rank" not in first and "rank 0" not in first
+    assert [what for what, _ in COLLECT_FIRST] == [
+        "flight-recorder dumps from every rank", "NCCL_DEBUG=INFO output from every rank",
+        "GPU error logs from every node", "per-rank step times",
     ]  # fmt: skip
 
 

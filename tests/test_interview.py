@@ -10,13 +10,21 @@ from infralens.interview import (
     PARTS,
     Scenario,
     ddp_stops_scaling_across_nodes,
+    job_hangs_at_scale,
     long_context_out_of_memory,
+    one_slow_link,
     seventy_b_on_64_gpus,
     speaking_seconds,
     spoken_answer,
 )
 
-WORKED = [seventy_b_on_64_gpus, ddp_stops_scaling_across_nodes, long_context_out_of_memory]
+WORKED = [
+    seventy_b_on_64_gpus,
+    ddp_stops_scaling_across_nodes,
+    long_context_out_of_memory,
+    job_hangs_at_scale,
+    one_slow_link,
+]
 
 
 @pytest.mark.parametrize("build", WORKED)
@@ -75,3 +83,17 @@ def test_scenario_is_frozen() -> None:
     assert isinstance(s, Scenario)
     with pytest.raises(AttributeError):
         s.problem = "x"  # type: ignore[misc]
+
+
+def test_the_hang_scenario_names_the_culprit_not_the_reporters() -> None:
+    s = job_hangs_at_scale()
+    assert "here rank 2" in s.mechanism  # the rank at the minimum sequence number
+    assert "sequence 1203457" in s.communication and "stopped at 1203456" in s.communication
+    # 466 interruptions in 54 days (Llama 3, section 3.3.4) is one every 54 * 24 / 466 hours
+    assert f"every {54 * 24 / 466:.1f} hours" in s.problem
+
+
+def test_the_slow_link_scenario_blames_one_group_not_one_rank() -> None:
+    s = one_slow_link()
+    assert "ranks 0 to 7 of 64" in s.problem
+    assert "no single GPU is slow" in s.mechanism

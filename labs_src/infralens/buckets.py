@@ -120,21 +120,45 @@ def ddp_bucket_limits(bucket_cap_mb: int | None = None) -> list[int]:
 
 
 def ddp_initial_buckets(
-    sizes_bytes: Sequence[int], dtypes: Sequence[Hashable] | None = None
+    sizes_bytes: Sequence[int],
+    dtypes: Sequence[Hashable] | None = None,
+    *,
+    static_graph: bool = False,
+    find_unused_parameters: bool = False,
+    bucket_cap_mb: int | None = None,
 ) -> list[list[int]]:
-    """Buckets DDP uses in the first iteration (default settings, PyTorch 2.13).
+    """Buckets DDP uses in the first iteration (PyTorch 2.13).
 
-    Unless ``find_unused_parameters`` or ``static_graph`` is set, DDP cannot
-    trust registration order to match gradient order, so it puts every
-    parameter of a dtype into one bucket (limit ``sys.maxsize``) until the
-    first backward shows the real order.
+    ``_BucketCapacityConfig.compute_bucket_size_limits`` (in
+    torch/nn/parallel/distributed.py) puts every parameter of a dtype into
+    one bucket (limit ``sys.maxsize``) when ``static_graph`` is set **or**
+    ``find_unused_parameters`` is unset: those are the cases in which DDP
+    rebuilds the buckets from the order the first backward produced
+    gradients, so it does not trust registration order before that. Only
+    with ``find_unused_parameters=True`` and no static graph does the first
+    iteration walk registration order with :func:`ddp_bucket_limits`.
 
     >>> ddp_initial_buckets([4096, 16, 4096, 16])
     [[0, 1, 2, 3]]
     >>> ddp_initial_buckets([8, 8], dtypes=["f32", "bf16"])
     [[0], [1]]
+    >>> big = [2**20, 2**20, 2**20]
+    >>> ddp_initial_buckets(big, find_unused_parameters=True)
+    [[0], [1, 2]]
+    >>> ddp_initial_buckets(big, find_unused_parameters=True, static_graph=True)
+    [[0, 1, 2]]
+
+    Raises ``TypeError`` if a flag is not a bool, or as :func:`assign_buckets` does.
     """
-    return assign_buckets(sizes_bytes, [2**63 - 1], dtypes)
+    for name, flag in (
+        ("static_graph", static_graph),
+        ("find_unused_parameters", find_unused_parameters),
+    ):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+    if static_graph or not find_unused_parameters:
+        return assign_buckets(sizes_bytes, [2**63 - 1], dtypes)
+    return assign_buckets(sizes_bytes, ddp_bucket_limits(bucket_cap_mb), dtypes)
 
 
 def ddp_rebuilt_buckets(

@@ -5,7 +5,9 @@ as one chunk per rank: rows ``[offset, offset + length)`` of the global
 tensor, as :func:`infralens.sharding.chunk_sizes` splits them. Loading on M
 ranks is a resharding: each new rank reads the overlap of its own row range
 with every saved chunk. PyTorch's Distributed Checkpoint records the same
-chunks in its metadata and plans the same reads (checked on gloo, 2.13).
+chunks in its metadata and plans the same reads (checked on gloo, 2.13);
+its planning uses object collectives, and its ``FileSystemReader`` loads
+each needed chunk whole before narrowing it to the overlap.
 
 >>> layout = save_layout({"w": (10, 3)}, world_size=4)
 >>> [(c.rank, c.offset, c.length) for c in layout["w"]]

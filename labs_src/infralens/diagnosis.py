@@ -32,6 +32,7 @@ from statistics import median
 from infralens._validate import positive_int
 
 __all__ = [
+    "COLLECT_FIRST",
     "FAILURE_CHECKLIST",
     "STARTER_TRACES",
     "Diagnosis",
@@ -187,16 +188,47 @@ def scaling_efficiency(step_seconds: Mapping[int, float], *, weak: bool = True) 
     }
 
 
+COLLECT_FIRST: Sequence[tuple[str, str]] = (
+    (
+        "flight-recorder dumps from every rank",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT=1 with TORCH_NCCL_ENABLE_MONITORING=1 writes them on a "
+        "watchdog timeout (PyTorch 2.13); torchfrtrace finds the first collective not started "
+        "everywhere and the ranks missing from it",
+    ),
+    (
+        "NCCL_DEBUG=INFO output from every rank",
+        "NCCL's version, topology detection, algorithm and network choices, and the warnings "
+        "and errors it reports; NCCL_DEBUG_FILE writes one file per host and process",
+    ),
+    (
+        "GPU error logs from every node",
+        "Xid lines in the kernel log, ECC error counts and pending or failed row remaps "
+        "(nvidia-smi, NVML)",
+    ),
+    (
+        "per-rank step times",
+        "compute, collective wait and data wait per rank and step, to tell a slow rank from a "
+        "slow link",
+    ),
+)
+"""(what to collect, what it shows): gather these before restarting, from all ranks."""
+
 FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
+    (
+        "hang or NCCL timeout",
+        "every rank's flight-recorder dump: the first collective sequence number not started "
+        "everywhere, and the ranks missing from it",
+        "the ranks that report the timeout are waiting; the culprit may report nothing",
+    ),
+    (
+        "GPU fault",
+        "the kernel log's Xid lines and the ECC and row-remapping counters on every node",
+        "the faulty GPU's rank may die silently; the others only time out in a collective",
+    ),
     (
         "launch mismatch",
         "every rank's launch line: world size, rank, master address and port",
         "rank 0 only shows it is waiting for peers that never joined",
-    ),
-    (
-        "NCCL timeout",
-        "the first rank to report the timeout, the collective and its sequence number",
-        "every rank times out; the one that fell behind or crashed is elsewhere",
     ),
     (
         "one rank out of memory",
@@ -204,9 +236,9 @@ FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
         "the other ranks only report a broken or timed-out collective",
     ),
     (
-        "slow storage or data loading",
-        "per-rank data-wait times and the file system's read latency on each node",
-        "rank 0 may read from a fast cache while one node reads remotely",
+        "slow step or straggler",
+        "per-rank step times split into compute, collective wait and data wait",
+        "every rank's step is equally long; only the split shows which rank or link is slow",
     ),
     (
         "checkpoint corruption",

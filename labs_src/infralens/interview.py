@@ -24,8 +24,14 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from infralens.design import Workload, fill_worksheet
+from infralens.goodput import (
+    expected_loss_per_failure,
+    observed_mtbf_seconds,
+    optimal_checkpoint_interval,
+)
 from infralens.memory import activation_bytes_per_layer
 from infralens.nccl import predict
+from infralens.operations import find_straggler, hang_culprits
 from infralens.plan import ParallelPlan
 from infralens.topology import Cluster
 from infralens.zero import model_state_bytes
@@ -34,7 +40,9 @@ __all__ = [
     "PARTS",
     "Scenario",
     "ddp_stops_scaling_across_nodes",
+    "job_hangs_at_scale",
     "long_context_out_of_memory",
+    "one_slow_link",
     "seventy_b_on_64_gpus",
     "speaking_seconds",
     "spoken_answer",
@@ -213,4 +221,51 @@ def long_context_out_of_memory() -> Scenario:
         "would put per-layer communication on the slow network",
         "I would compare max_memory_allocated per layer before and after, and check the step "
         "time and MFU to see what recomputation costs",
+    )
+
+
+def job_hangs_at_scale() -> Scenario:
+    """A 16,384-GPU job that hangs, with the culprit and the cost of a restart computed."""
+    last = {0: 1_203_457, 1: 1_203_457, 2: 1_203_456, 3: 1_203_457}  # one group's flight records
+    (culprit,) = hang_culprits(last)
+    mtbf = observed_mtbf_seconds(interruptions=466, seconds=54 * 86_400)  # Llama 3, 3.3.4
+    tau = optimal_checkpoint_interval(checkpoint_seconds=30, mtbf_seconds=mtbf)  # 30 s: assumed
+    loss = expected_loss_per_failure(interval_seconds=tau, checkpoint_seconds=30, restart_seconds=0)
+    return Scenario(
+        "A 16,384-GPU job that hangs",
+        "At step 40,000 the job stops and every rank but one reports an NCCL timeout; at "
+        f"this scale jobs are interrupted every {mtbf / 3600:.1f} hours, so diagnosis must "
+        "be fast",
+        "Model and optimizer state are sharded over data-parallel ranks, so every rank must "
+        "enter each collective; the culprit is the rank missing from the first sequence "
+        f"number not started everywhere, here rank {culprit}",
+        f"The others wait in a gradient reduce-scatter across nodes on the network, sequence "
+        f"{max(last.values())}, while rank {culprit} stopped at {min(last.values())}",
+        "Restarting at once loses the evidence, and every restart also throws away on "
+        f"average {loss / 60:.0f} minutes of work at a {tau / 60:.0f}-minute checkpoint "
+        "interval",
+        "I would read every rank's flight recorder trace with torchfrtrace, the NCCL_DEBUG "
+        "log and the culprit node's Xid and ECC errors, then confirm the step time recovers",
+    )
+
+
+def one_slow_link() -> Scenario:
+    """A slow link that makes a job look communication-bound, found by comparing groups."""
+    groups = [list(range(g * 8, g * 8 + 8)) for g in range(8)]
+    comm = {r: (0.7 if r < 8 else 0.3) for r in range(64)}
+    verdict = find_straggler(dict.fromkeys(range(64), 1.0), comm, groups=groups)
+    slow = verdict.ranks
+    return Scenario(
+        "One slow link, not a communication-bound job",
+        f"Step time rose and ranks {slow[0]} to {slow[-1]} of 64 spend "
+        f"{comm[slow[0]]} s per step in collectives against {comm[63]} s elsewhere, which "
+        "looks like the job became communication-bound",
+        "Data parallelism replicates the model in eight groups of eight ranks, and every "
+        "rank computes for the same time, so no single GPU is slow",
+        "Each group all-reduces the same gradient bytes across nodes on the network; only one "
+        "group is slow, so the NIC, cable or switch port its ring crosses is the suspect",
+        "Draining those nodes costs capacity and a restart from the last checkpoint, while "
+        "tuning buckets would treat all 64 GPUs for one bad link",
+        "I would compare per-rank compute and per-group collective time in a profiler trace, "
+        "then run all_reduce_perf on that group's nodes and compare busbw with a healthy group",
     )

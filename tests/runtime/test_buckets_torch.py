@@ -57,7 +57,7 @@ def test_rebuild_walk_matches_torch_with_tensor_indices(seed: int) -> None:
 LAYERS = ((512, 512), (512, 256), (256, 512), (512, 128))  # fp32 weights of 1 MiB, 0.5 MiB, ...
 
 
-def _ddp(rank: int, world: int) -> dict[str, Any]:
+def _ddp(rank: int, world: int, find_unused: bool = False) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -69,7 +69,8 @@ def _ddp(rank: int, world: int) -> dict[str, Any]:
     ready: list[int] = []
     for p in params:
         p.register_post_accumulate_grad_hook(lambda q: ready.append(index[id(q)]))
-    ddp = DistributedDataParallel(model)  # bucket_cap_mb unset: 1 MiB first bucket
+    # bucket_cap_mb unset: 1 MiB first bucket
+    ddp = DistributedDataParallel(model, find_unused_parameters=find_unused)
     seen: list[list[tuple[int, list[int]]]] = []
 
     # Unannotated on purpose: DDP rejects a hook whose annotations are not
@@ -97,6 +98,14 @@ def test_ddp_first_iteration_uses_one_bucket() -> None:
     for result in run_on_ranks_cached(_ddp, 2):
         first = [members for _, members in result["iterations"][0]]
         assert first == [sorted(b) for b in ddp_initial_buckets(result["sizes"])]
+
+
+def test_ddp_with_find_unused_parameters_buckets_the_first_iteration_by_size() -> None:
+    for result in run_on_ranks_cached(_ddp, 2, True):
+        first = sorted(members for _, members in result["iterations"][0])
+        predicted = ddp_initial_buckets(result["sizes"], find_unused_parameters=True)
+        assert len(predicted) > 1
+        assert first == sorted(sorted(b) for b in predicted)
 
 
 def test_ddp_rebuilds_buckets_in_gradient_ready_order() -> None:
