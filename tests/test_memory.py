@@ -44,7 +44,14 @@ def test_ddp_bucket_view_saves_one_gradient_copy() -> None:
 
 def _gpt(h: int, a: int) -> TransformerConfig:
     return TransformerConfig(
-        layers=1, hidden=h, heads=a, kv_heads=a, ffn_hidden=4 * h, vocab_size=8, seq_len=8, bias=True
+        layers=1,
+        hidden=h,
+        heads=a,
+        kv_heads=a,
+        ffn_hidden=4 * h,
+        vocab_size=8,
+        seq_len=8,
+        bias=True,
     )
 
 
@@ -57,11 +64,22 @@ def test_megatron_gpt_case_is_table_2_plus_norm_statistics(
 ) -> None:
     b = 2
     got = activation_bytes(
-        _gpt(h, a), seq_len=s, micro_batch_size=b, tp=t, sequence_parallel=sp, recompute=mode,
-        attention="materialized", dropout=True,
+        _gpt(h, a),
+        seq_len=s,
+        micro_batch_size=b,
+        tp=t,
+        sequence_parallel=sp,
+        recompute=mode,
+        attention="materialized",
+        dropout=True,
     )
     table2 = activation_bytes_per_layer(
-        seq_len=s, micro_batch_size=b, hidden=h, heads=a, tp=t, sequence_parallel=sp,
+        seq_len=s,
+        micro_batch_size=b,
+        hidden=h,
+        heads=a,
+        tp=t,
+        sequence_parallel=sp,
         recompute=mode,
     )
     # Korthikanti et al. leave out LayerNorm's fp32 mean and rstd: 2 norms x 8 bytes per token.
@@ -76,8 +94,10 @@ def test_full_recompute_keeps_the_layer_input() -> None:
 
 def test_flash_drops_every_s_squared_term() -> None:
     def grow(attention: str) -> int:
-        a, b = (activation_bytes("llama3-8b", seq_len=s, micro_batch_size=1, attention=attention)
-                for s in (1024, 2048))
+        a, b = (
+            activation_bytes("llama3-8b", seq_len=s, micro_batch_size=1, attention=attention)
+            for s in (1024, 2048)
+        )
         return b - 2 * a
 
     assert grow("flash") == 0  # linear in s

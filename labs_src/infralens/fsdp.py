@@ -26,8 +26,8 @@ from infralens.sharding import chunk_sizes, padded_shard_size
 __all__ = [
     "Event",
     "Footprint",
-    "footprint",
     "Unit",
+    "footprint",
     "peak_live_units",
     "peak_unsharded_bytes",
     "step_events",
@@ -263,7 +263,7 @@ def footprint(
       defaults to False for the root);
     - peak_units: :func:`peak_unsharded_bytes` of the other units.
 
-    >>> emb = Unit("root", ((128256, 4096), (128256, 4096)))        # Llama 3 8B's embedding + output
+    >>> emb = Unit("root", ((128256, 4096), (128256, 4096)))   # Llama 3 8B: embedding, output
     >>> footprint(emb, [], 8).root / 10**9
     2.101346304
     >>> footprint(Unit("r", ((6, 4),)), [Unit("l", ((6, 4),))], 4, rank=3)

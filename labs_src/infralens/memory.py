@@ -127,7 +127,7 @@ def bytes_per_parameter(recipe: str, *, dp_size: int = 1) -> Fraction:
 
 
 ATTENTION = ("flash", "materialized")
-"""``flash`` keeps output and log-sum-exp (FlashAttention, SDPA); ``materialized`` keeps a·s² scores."""
+"""``flash``: output and log-sum-exp kept (FlashAttention, SDPA); ``materialized``: a·s² scores."""
 
 STACKS = ("megatron", "pytorch")
 """Whose kernels and sequence parallelism the activation count follows."""
@@ -183,10 +183,10 @@ def activation_bytes(
     1141964800
     >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, attention="materialized")
     5536546816
-    >>> activation_bytes("llama3-8b", seq_len=8, micro_batch_size=1, tp=3)
+    >>> activation_bytes("llama3-8b", seq_len=8, micro_batch_size=1, tp=16)
     Traceback (most recent call last):
     ...
-    ValueError: kv_heads must be divisible by tp: 8 % 3 = 2
+    ValueError: kv_heads must be divisible by tp: 8 % 16 = 8
 
     Raises ``ValueError`` for a size below 1, an unknown *recompute*,
     *attention* or *stack*, tp not dividing heads, kv_heads or ffn_hidden,

@@ -1,4 +1,4 @@
-"""Mixed-precision recipes: which copies of each parameter a training stack keeps, and in what dtype.
+"""Mixed-precision recipes: which copies of each parameter a training stack keeps, and their dtypes.
 
 A recipe is the set of per-parameter buffers one framework allocates for
 Adam training, each with its element size and whether the data-parallel
@@ -52,7 +52,8 @@ class Recipe:
 def _adam(sharded: bool, master: bool = True) -> tuple[Buffer, ...]:
     """fp32 master weights (when the parameter itself is not fp32), Adam momentum and variance."""
     out = (Buffer("fp32 master weights", 4, sharded),) if master else ()
-    return out + (Buffer("fp32 Adam momentum", 4, sharded), Buffer("fp32 Adam variance", 4, sharded))
+    moments = (Buffer("fp32 Adam momentum", 4, sharded), Buffer("fp32 Adam variance", 4, sharded))
+    return out + moments
 
 
 _RECIPE_LIST = (
@@ -84,11 +85,14 @@ _RECIPE_LIST = (
     ),
     Recipe(
         "fsdp2",
-        f"FSDP2 fully_shard with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), {TORCH}",
+        "FSDP2 fully_shard, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), " + TORCH,
         "torch/distributed/fsdp/_fully_shard/_fsdp_api.py:14-54 (optimizer steps the sharded"
         " parameter in its original dtype, fp32); sharded fp32 gradients and Adam state",
-        (Buffer("fp32 sharded parameters", 4, True), Buffer("fp32 sharded gradients", 4, True))
-        + _adam(True, master=False),
+        (
+            Buffer("fp32 sharded parameters", 4, True),
+            Buffer("fp32 sharded gradients", 4, True),
+            *_adam(True, master=False),
+        ),
     ),
     Recipe(
         "ddp",

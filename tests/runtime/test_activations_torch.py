@@ -112,7 +112,9 @@ def _llama(b: int, s: int, h: int, a: int, g: int, f: int, full: bool) -> tuple[
             [*p.values(), cos, sin],
         )
     else:
-        nbytes, out = saved_bytes(lambda: _llama_block(x, p, cos, sin, a, g), [*p.values(), cos, sin])
+        nbytes, out = saved_bytes(
+            lambda: _llama_block(x, p, cos, sin, a, g), [*p.values(), cos, sin]
+        )
     out.float().sum().backward()  # backward runs on what was saved
     config = TransformerConfig(layers=1, hidden=h, heads=a, kv_heads=g, ffn_hidden=f,
                                vocab_size=8, seq_len=s, gated_mlp=True, norm="rmsnorm")  # fmt: skip
@@ -150,8 +152,10 @@ def _gpt(b: int, s: int, h: int, a: int, f: int, full: bool) -> tuple[int, int]:
     p = {k: (torch.randn(v) * 0.1).requires_grad_() for k, v in shapes.items()}
     mask = torch.ones(s, s, dtype=torch.bool).triu(1)
     x = torch.randn(b, s, h, requires_grad=True)
-    block = (lambda: checkpoint(_gpt_block, x, p, mask, a, 0.1, use_reentrant=False)) if full else (
-        lambda: _gpt_block(x, p, mask, a, 0.1)
+    block = (
+        (lambda: checkpoint(_gpt_block, x, p, mask, a, 0.1, use_reentrant=False))
+        if full
+        else (lambda: _gpt_block(x, p, mask, a, 0.1))
     )
     nbytes, out = saved_bytes(block, [*p.values(), mask])
     out.sum().backward()

@@ -29,7 +29,9 @@ HIDDEN, VOCAB, LAYERS = 6, 10, 3
 
 def _units() -> tuple[Unit, list[Unit]]:
     root = Unit("root", ((VOCAB, HIDDEN), (VOCAB, HIDDEN), (VOCAB,)))  # embedding, output w, b
-    layers = [Unit(f"layer{i}", ((HIDDEN + i, HIDDEN + i - 1 if i else HIDDEN),)) for i in range(LAYERS)]
+    layers = [
+        Unit(f"layer{i}", ((HIDDEN + i, HIDDEN + i - 1 if i else HIDDEN),)) for i in range(LAYERS)
+    ]
     return root, layers
 
 
@@ -46,7 +48,11 @@ def _measure(rank: int, world: int) -> Footprint:
                 group = module._get_fsdp_state()._fsdp_param_group
                 if group is None:
                     continue
-                held = [fp._unsharded_param for fp in group.fsdp_params if hasattr(fp, "_unsharded_param")]
+                held = [
+                    fp._unsharded_param
+                    for fp in group.fsdp_params
+                    if hasattr(fp, "_unsharded_param")
+                ]
                 if group._all_gather_result is not None:  # prefetched, not yet copied out
                     held.append(group._all_gather_result.all_gather_output)
                 for t in held:
@@ -97,8 +103,8 @@ def _measure(rank: int, world: int) -> Footprint:
     fully_shard(model, mesh=mesh, mp_policy=mp)
 
     def local_bytes(tensors) -> int:  # type: ignore[no-untyped-def]
-        storages = {t._local_tensor.untyped_storage().data_ptr(): t._local_tensor.untyped_storage().nbytes() for t in tensors}  # fmt: skip
-        return sum(storages.values())
+        local = [t._local_tensor.untyped_storage() for t in tensors]
+        return sum({st.data_ptr(): st.nbytes() for st in local}.values())
 
     params = local_bytes(model.parameters())
     logits = model(torch.arange(4).view(2, 2) % VOCAB)
