@@ -145,3 +145,40 @@ def test_unknown_model_and_recipe() -> None:
         bytes_per_parameter("apex")
     with pytest.raises(TypeError, match="dp_size must be an int"):
         bytes_per_parameter("fsdp2", dp_size=True)
+
+
+def test_gpu_memory_without_pipeline_holds_every_parameter() -> None:
+    from infralens.fit import gpu_memory
+    from infralens.plan import ParallelPlan
+
+    for name in ("llama3-8b", "llama3-70b"):
+        n = PRESETS[name].num_params()
+        b = gpu_memory(name, ParallelPlan(dp=8), "megatron-bf16", seq_len=1024, micro_batch_size=1)
+        assert b.model_states == 18 * n
+        assert b.activations == PRESETS[name].layers * activation_bytes(
+            name, seq_len=1024, micro_batch_size=1
+        )
+        assert b.logits == logits_bytes(name, seq_len=1024, micro_batch_size=1)
+
+
+def test_gpu_memory_pipeline_stages_split_the_parameters() -> None:
+    from infralens.fit import _stage
+    from infralens.plan import ParallelPlan
+
+    m = PRESETS["llama3-70b"]
+    plan = ParallelPlan(tp=2, pp=4, dp=1)
+    act = 1000
+    first, last = (_stage(m, plan, "zero-paper", f, act, 7) for f in (True, False))
+    # first + last + two middle stages of 20 layers hold the model over t = 2 (all sizes even)
+    middle = 20 * m.layer_params() // 2
+    assert (first.model_states + last.model_states) // 16 + 2 * middle == m.num_params() // 2
+    assert (first.activations, last.activations) == (20 * act * 4, 20 * act)
+    assert (first.logits, last.logits) == (0, 7)
+
+
+def test_shortfall_and_bad_gpu() -> None:
+    from infralens.fit import Breakdown, shortfall
+
+    assert shortfall(Breakdown("first", 70 * 10**9, 0, 5 * 10**9, 0), "h100-sxm") == -5 * 10**9
+    with pytest.raises(ValueError, match="gpu must be one of"):
+        shortfall(Breakdown("first", 0, 0, 0, 0), "b200")
