@@ -28,7 +28,7 @@ from infralens.memory import _model, activation_bytes, bytes_per_parameter, logi
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan
 
-__all__ = ["HBM_BYTES", "Breakdown", "fits", "gpu_memory", "shortfall"]
+__all__ = ["HBM_BYTES", "Breakdown", "fits", "gpu_memory", "render", "shortfall"]
 
 HBM_BYTES: dict[str, int] = {
     # NVIDIA H100 Tensor Core GPU datasheet: H100 SXM, 80 GB HBM3 (GB taken as 10**9).
@@ -143,3 +143,38 @@ def shortfall(breakdown: Breakdown, gpu: str) -> int:
     1000000000
     """
     return breakdown.total - HBM_BYTES[check_choice("gpu", gpu, tuple(HBM_BYTES))]
+
+
+def render(breakdown: Breakdown, capacity_bytes: int, capacity_name: str) -> str:
+    """The breakdown as text, with the verdict against *capacity_bytes* (GB = 10**9 bytes).
+
+    >>> gb = 10**9
+    >>> print(render(Breakdown("last", 70 * gb, 0, 6 * gb, 5 * gb), 80 * gb, "h100-sxm"))
+    busiest GPU: last pipeline stage
+      model states           70.00 GB
+      FSDP2 gathered units    0.00 GB
+      activations             6.00 GB
+      fp32 logits             5.00 GB
+      total                  81.00 GB of 80.00 GB (h100-sxm): does not fit by 1.00 GB
+    not counted: CUDA context, NCCL buffers, allocator fragmentation
+    """
+    rows = [
+        ("model states", breakdown.model_states),
+        ("FSDP2 gathered units", breakdown.gathered),
+        ("activations", breakdown.activations),
+        ("fp32 logits", breakdown.logits),
+    ]
+    over = breakdown.total - capacity_bytes
+    verdict = (
+        f"does not fit by {over / 10**9:.2f} GB"
+        if over > 0
+        else (f"fits, {-over / 10**9:.2f} GB spare")
+    )
+    lines = [f"busiest GPU: {breakdown.stage} pipeline stage"]
+    lines += [f"  {name:20} {value / 10**9:7.2f} GB" for name, value in rows]
+    lines.append(
+        f"  {'total':20} {breakdown.total / 10**9:7.2f} GB of {capacity_bytes / 10**9:.2f} GB"
+        f" ({capacity_name}): {verdict}"
+    )
+    lines.append("not counted: CUDA context, NCCL buffers, allocator fragmentation")
+    return "\n".join(lines)
