@@ -182,3 +182,41 @@ def test_shortfall_and_bad_gpu() -> None:
     assert shortfall(Breakdown("first", 70 * 10**9, 0, 5 * 10**9, 0), "h100-sxm") == -5 * 10**9
     with pytest.raises(ValueError, match="gpu must be one of"):
         shortfall(Breakdown("first", 0, 0, 0, 0), "b200")
+
+
+def _work(**kw: object) -> object:
+    from infralens.design import Workload
+
+    base = {"num_params": 68_976_648_192, "layers": 80, "hidden": 8192, "heads": 64,
+            "seq_len": 4096, "micro_batch_size": 1, "global_batch_size": 512}  # fmt: skip
+    return Workload(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_worksheet_memory_follows_the_recipe() -> None:
+    from infralens.design import fill_worksheet, render_markdown
+    from infralens.plan import ParallelPlan
+    from infralens.sharding import padded_shard_size
+    from infralens.topology import Cluster
+
+    cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+    plan = ParallelPlan(tp=8, pp=4, dp=2)
+    params = padded_shard_size(68_976_648_192, 32)
+    paper = fill_worksheet(plan, cluster, _work(zero_stage=1))  # type: ignore[arg-type]
+    megatron = fill_worksheet(plan, cluster, _work(zero_stage=1, recipe="megatron-bf16-distopt"))  # type: ignore[arg-type]
+    assert paper.model_state_bytes == 4 * params + 12 * padded_shard_size(params, 2)
+    assert megatron.model_state_bytes == 6 * params + 6 * params  # 6 + 12/2
+    assert megatron.activation_bytes == paper.activation_bytes
+    wide = ParallelPlan(tp=8, pp=1, dp=8)  # 8.6B parameters per GPU at 18 bytes
+    small = fill_worksheet(wide, cluster, _work(zero_stage=0, recipe="megatron-bf16"))  # type: ignore[arg-type]
+    over = (small.memory_bytes - 80 * 10**9) / 1e9
+    assert over > 0
+    text = render_markdown(small)
+    assert "(megatron-bf16 recipe)" in text
+    assert f"does not fit by {over:.1f} GB" in text
+
+
+def test_worksheet_recipe_must_match_the_stage() -> None:
+    with pytest.raises(ValueError, match="shards like ZeRO stage 3; set zero_stage to 3"):
+        _work(zero_stage=1, recipe="fsdp2")
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        _work(recipe="apex")
