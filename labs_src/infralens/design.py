@@ -36,6 +36,7 @@ from infralens.topology import Cluster, collective_seconds
 from infralens.zero import STAGES, model_state_bytes, step_collectives
 
 __all__ = [
+    "RECIPE_STAGE",
     "AxisRow",
     "CommRow",
     "Workload",
