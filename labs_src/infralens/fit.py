@@ -84,6 +84,7 @@ def gpu_memory(
     recompute: str = "none",
     sequence_parallel: bool = False,
     attention: str = "flash",
+    stack: str = "megatron",
 ) -> Breakdown:
     """The :class:`Breakdown` of the busier of the first and last pipeline stages.
 
@@ -100,8 +101,11 @@ def gpu_memory(
     ...
     ValueError: layers must be divisible by pp: 32 % 3 = 2
 
-    Raises ``ValueError`` for an unknown model, recipe, recompute or
-    attention, or degrees that do not divide the model (layers by pp; heads,
+    *stack* chooses whose activation count applies (see
+    :func:`infralens.memory.activation_bytes`).
+
+    Raises ``ValueError`` for an unknown model, recipe, recompute,
+    attention or stack, or degrees that do not divide the model (layers by pp; heads,
     kv_heads and ffn_hidden by tp).
     """
     m = _model(model)
@@ -116,6 +120,7 @@ def gpu_memory(
         sequence_parallel=sequence_parallel,
         recompute=recompute,
         attention=attention,
+        stack=stack,
     )
     logits = logits_bytes(m, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=plan.tp)
     first = _stage(m, plan, recipe, True, act, logits)
