@@ -67,13 +67,13 @@ _RECIPE_LIST = (
         "megatron-bf16",
         f"Megatron-Core bf16, {MEGATRON}",
         "megatron/training/arguments.py:1204-1216 (bf16 sets accumulate_allreduce_grads_in_fp32);"
-        " docs/user-guide/features/dist_optimizer.md:15-21 (18 bytes)",
+        " docs/user-guide/features/dist_optimizer.md:14-20 (18 bytes)",
         (Buffer("bf16 parameters", 2, False), Buffer("fp32 main_grad", 4, False), *_adam(False)),
     ),
     Recipe(
         "megatron-bf16-distopt",
         f"Megatron-Core bf16 with --use-distributed-optimizer, {MEGATRON}",
-        "docs/user-guide/features/dist_optimizer.md:15-21 (6 + 12/d)",
+        "docs/user-guide/features/dist_optimizer.md:14-20 (6 + 12/d)",
         (Buffer("bf16 parameters", 2, False), Buffer("fp32 main_grad", 4, False), *_adam(True)),
     ),
     Recipe(
