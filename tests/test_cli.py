@@ -101,3 +101,47 @@ def test_parse_plan_names_each_problem(data: object, expected: str) -> None:
     with pytest.raises(ValueError) as caught:
         parse_plan(data)
     assert expected in str(caught.value)
+
+
+def test_memory_prints_the_breakdown_and_verdict() -> None:
+    from infralens.fit import gpu_memory
+    from infralens.plan import ParallelPlan
+
+    done = run("memory", "--model", "llama3-70b", "--plan", str(STARTER), "--recipe", "fsdp2")
+    assert done.returncode == 0, done.stderr
+    # the starter plan: tp 8, pp 4, dp 2, 4,096 tokens, selective recomputation, SP
+    job = {"seq_len": 4096, "micro_batch_size": 1, "recompute": "selective"}
+    expected = gpu_memory(
+        "llama3-70b", ParallelPlan(tp=8, pp=4, dp=2), "fsdp2", sequence_parallel=True, **job
+    )
+    assert f"{expected.total / 10**9:7.2f} GB of 80.00 GB (h100-sxm5-80gb)" in done.stdout
+    assert "fits" in done.stdout and "not counted: CUDA context" in done.stdout
+
+
+def test_memory_says_by_how_much_it_does_not_fit() -> None:
+    from infralens.fit import gpu_memory
+    from infralens.plan import ParallelPlan
+
+    done = run("memory", "--model", "llama3-70b", "--plan", str(STARTER), "--hbm-gb", "40")
+    assert done.returncode == 0, done.stderr
+    b = gpu_memory("llama3-70b", ParallelPlan(tp=8, pp=4, dp=2), "megatron-bf16", seq_len=4096,
+                   micro_batch_size=1, recompute="selective", sequence_parallel=True)  # fmt: skip
+    assert b.total > 40 * 10**9
+    assert f"does not fit by {(b.total - 40 * 10**9) / 10**9:.2f} GB" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--model", "llama9"], "model must be one of"),
+        (["--model", "llama3-70b", "--recipe", "apex"], "recipe must be one of"),
+        (["--model", "llama3-70b", "--gpu", "b200"], "gpu must be one of"),
+        (["--model", "llama3-70b", "--hbm-gb", "-1"], "hbm_gb must be > 0"),
+        (["--model", "llama3.1-405b"], "layers must be divisible by pp: 126 % 4 = 2"),
+    ],
+)
+def test_memory_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:
+    done = run("memory", "--plan", str(STARTER), *args)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], done.stderr

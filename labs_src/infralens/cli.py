@@ -1,4 +1,5 @@
-"""Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]``.
+"""Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]`` and
+``python -m infralens memory --model NAME --plan PATH.yaml [--recipe NAME] [--gpu NAME]``.
 
 Bad input (a missing file, malformed YAML, degrees that do not fill the
 cluster) prints one line on stderr and exits with status 2, never a
@@ -14,11 +15,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from infralens._validate import check_choice, positive_number
 from infralens.design import Workload, fill_worksheet, render_markdown
+from infralens.fit import HBM_BYTES, gpu_memory, render
+from infralens.model import PRESETS
 from infralens.plan import AXES, FREQUENCY, ParallelPlan
+from infralens.precision import RECIPES
 from infralens.topology import Cluster
 
-__all__ = ["load_plan_file", "main", "parse_plan"]
+__all__ = ["load_plan_file", "main", "memory_report", "parse_plan"]
 
 DEGREE_KEYS = {"tp_size": "tp", "pp_size": "pp", "dp_size": "dp", "cp_size": "cp", "ep_size": "ep"}
 
@@ -148,6 +153,46 @@ def _text(report: Mapping[str, Any], markdown: bool) -> str:
     return "\n".join(out)
 
 
+def memory_report(
+    model: str, path: str | Path, recipe: str, gpu: str, hbm_gb: float | None = None
+) -> str:
+    """The per-GPU memory of *model* under the plan in *path*, as text (``memory`` command).
+
+    Sequence length, micro-batch, recomputation and sequence parallelism come
+    from the file's ``training`` section when it has one; otherwise the
+    model's own sequence length, micro-batch 1, no recomputation.
+
+    >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16", "h100-sxm5-80gb")
+    Traceback (most recent call last):
+    ...
+    ValueError: no such plan file: no/such/plan.yaml
+    """
+    plan, _, work = load_plan_file(path)
+    if plan.cp > 1 or plan.ep > 1:
+        raise ValueError(
+            "the memory command models tp, pp and dp only; set cp_size and ep_size to 1"
+        )
+    config = PRESETS[check_choice("model", model, tuple(PRESETS))]
+    job: dict[str, Any] = {"seq_len": config.seq_len, "micro_batch_size": 1}
+    if work is not None:
+        job = {
+            "seq_len": work.seq_len,
+            "micro_batch_size": work.micro_batch_size,
+            "recompute": work.recompute,
+            "sequence_parallel": work.sequence_parallel,
+        }
+    breakdown = gpu_memory(config, plan, check_choice("recipe", recipe, tuple(RECIPES)), **job)
+    if hbm_gb is None:
+        capacity, name = HBM_BYTES[check_choice("gpu", gpu, tuple(HBM_BYTES))], gpu
+    else:
+        capacity, name = int(positive_number("hbm_gb", hbm_gb) * 10**9), "--hbm-gb"
+    head = (
+        f"{model}, tp={plan.tp} pp={plan.pp} dp={plan.dp}, seq_len={job['seq_len']}, "
+        f"micro_batch_size={job['micro_batch_size']}, recipe {recipe}: {RECIPES[recipe].framework}"
+    )
+    return head + "\n" + render(breakdown, capacity, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m infralens", description="InfraLens tools.")
@@ -157,7 +202,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     plan_cmd.add_argument("path", help="a parallelism_plan.yaml file")
     plan_cmd.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    mem_cmd = commands.add_parser(
+        "memory", help="per-GPU memory of a model under a plan file, and whether it fits"
+    )
+    mem_cmd.add_argument("--model", required=True, help="a PRESETS key, e.g. llama3-70b")
+    mem_cmd.add_argument("--plan", required=True, help="a parallelism_plan.yaml file")
+    mem_cmd.add_argument("--recipe", default="megatron-bf16", help="a precision recipe")
+    mem_cmd.add_argument("--gpu", default="h100-sxm5-80gb", help="an HBM preset")
+    mem_cmd.add_argument("--hbm-gb", type=float, default=None, help="HBM in GB, instead of --gpu")
     args = parser.parse_args(argv)
+    if args.command == "memory":
+        try:
+            print(memory_report(args.model, args.plan, args.recipe, args.gpu, args.hbm_gb))
+        except (ValueError, TypeError) as err:
+            print(f"infralens memory: {err}", file=sys.stderr)
+            return 2
+        return 0
     try:
         report = _report(*load_plan_file(args.path))
     except (ValueError, TypeError) as err:

@@ -28,7 +28,8 @@ from fractions import Fraction
 from infralens._validate import check_choice, positive_int
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
-from infralens.memory import RECOMPUTE, activation_bytes_per_layer
+from infralens.fit import HBM_BYTES
+from infralens.memory import RECOMPUTE, activation_bytes_per_layer, bytes_per_parameter
 from infralens.nccl import predict
 from infralens.plan import FREQUENCY, ParallelPlan
 from infralens.sharding import padded_shard_size
@@ -36,6 +37,7 @@ from infralens.topology import Cluster
 from infralens.zero import STAGES, model_state_bytes, step_collectives
 
 __all__ = [
+    "RECIPE_STAGE",
     "AxisRow",
     "CommRow",
     "Workload",
@@ -44,6 +46,16 @@ __all__ = [
     "fill_worksheet",
     "render_markdown",
 ]
+
+RECIPE_STAGE = {
+    "megatron-bf16": 0,
+    "megatron-bf16-distopt": 1,
+    "megatron-fp8-distopt": 1,
+    "fsdp2": 3,
+    "ddp": 0,
+    "ddp-bucket-view": 0,
+}
+"""The ZeRO stage whose collectives each recipe runs; ``zero-paper`` takes any stage."""
 
 REASONS = {
     "tp": "splits every layer's matrices; needs the fastest link",
@@ -68,6 +80,8 @@ class Workload:
     recompute: str = "selective"
     sequence_parallel: bool = True
     bytes_per_element: int = 2
+    recipe: str = "zero-paper"
+    gpu: str = "h100-sxm5-80gb"
 
     def __post_init__(self) -> None:
         for name in (
@@ -84,6 +98,13 @@ class Workload:
         if self.zero_stage not in STAGES:
             raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {self.zero_stage!r}")
         check_choice("recompute", self.recompute, RECOMPUTE)
+        check_choice("gpu", self.gpu, tuple(HBM_BYTES))
+        bytes_per_parameter(self.recipe)  # validates the name
+        stage = RECIPE_STAGE.get(self.recipe)
+        if stage is not None and stage != self.zero_stage:
+            raise ValueError(
+                f"recipe {self.recipe!r} shards like ZeRO stage {stage}; set zero_stage to {stage}"
+            )
 
 
 @dataclass(frozen=True)
@@ -121,11 +142,18 @@ class Worksheet:
     microbatches: int
     bubble_fraction: Fraction
     bottleneck: str
+    recipe: str = "zero-paper"
+    capacity_bytes: int = HBM_BYTES["h100-sxm5-80gb"]
 
     @property
     def memory_bytes(self) -> int:
         """Model states plus activations per GPU (no buffers or fragmentation)."""
         return self.model_state_bytes + self.activation_bytes
+
+    @property
+    def shortfall_bytes(self) -> int:
+        """Bytes by which :attr:`memory_bytes` exceeds the GPU's HBM; negative when it fits."""
+        return self.memory_bytes - self.capacity_bytes
 
 
 def _slowest(plan: ParallelPlan, axis: str, cluster: Cluster) -> tuple[str, list[int]]:
@@ -137,7 +165,10 @@ def _slowest(plan: ParallelPlan, axis: str, cluster: Cluster) -> tuple[str, list
 def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Worksheet:
     """Fill the axis table, communication table and memory for *plan* on *cluster*.
 
-    Parameters are assumed evenly split over TP × PP ranks; activations follow
+    Parameters are assumed evenly split over TP × PP ranks and cost the
+    workload's recipe bytes per parameter (:data:`RECIPE_STAGE` ties a recipe
+    to the ZeRO stage whose collectives it runs; ``zero-paper`` with
+    ``zero_stage`` is the ZeRO paper's table); activations follow
     :func:`infralens.memory.activation_bytes_per_layer` for the layers of one
     stage, times the micro-batches 1F1B keeps in flight on the first stage,
     min(pp, m). The bubble is (pp − 1)/m (Narayanan et al., 2021).
@@ -159,7 +190,11 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     b, s, h, e = work.micro_batch_size, work.seq_len // plan.cp, work.hidden, work.bytes_per_element
     stage_layers = padded_shard_size(work.layers, plan.pp)
     params = padded_shard_size(work.num_params, plan.tp * plan.pp)
-    states = model_state_bytes(params, dp_size=plan.dp, stage=work.zero_stage)
+    if work.recipe == "zero-paper":
+        states = model_state_bytes(params, dp_size=plan.dp, stage=work.zero_stage)
+    else:
+        exact = bytes_per_parameter(work.recipe, dp_size=plan.dp) * params
+        states = -(-exact.numerator // exact.denominator)
     per_layer = activation_bytes_per_layer(
         seq_len=s,
         micro_batch_size=b,
@@ -217,7 +252,10 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
             comms.append(CommRow(axis, op, frequency, link, sent, seconds, risk))
     worst = max(comms, key=lambda row: row.seconds_per_step, default=None)
     bottleneck = "compute" if worst is None else f"{worst.axis} {worst.collective}"
-    return Worksheet(plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck)
+    return Worksheet(
+        plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck,
+        work.recipe, HBM_BYTES[work.gpu],
+    )  # fmt: skip
 
 
 def compare(plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload) -> list[Worksheet]:
@@ -259,11 +297,15 @@ def render_markdown(sheet: Worksheet) -> str:
         f"{float(r.bytes_per_step) / 1e9:.2f} | {float(r.seconds_per_step) * 1e3:.1f} | {r.risk} |"
         for r in sheet.comms
     ]
+    over = sheet.shortfall_bytes / 1e9
+    verdict = f"does not fit by {over:.1f} GB" if over > 0 else f"fits, {-over:.1f} GB spare"
     lines += [
         "",
-        f"Memory per GPU: {sheet.model_state_bytes / 1e9:.1f} GB model states + "
-        f"{sheet.activation_bytes / 1e9:.1f} GB activations; {sheet.microbatches} "
-        f"micro-batches, bubble {float(sheet.bubble_fraction):.1%}; "
+        f"Memory per GPU ({sheet.recipe} recipe): {sheet.model_state_bytes / 1e9:.1f} GB model "
+        f"states + {sheet.activation_bytes / 1e9:.1f} GB activations = "
+        f"{sheet.memory_bytes / 1e9:.1f} GB of {sheet.capacity_bytes / 1e9:.0f} GB HBM: {verdict} "
+        "(before the CUDA context, NCCL buffers and fragmentation); "
+        f"{sheet.microbatches} micro-batches, bubble {float(sheet.bubble_fraction):.1%}; "
         f"expected bottleneck: {sheet.bottleneck}.",
     ]
     return "\n".join(lines)

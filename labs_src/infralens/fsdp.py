@@ -21,11 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infralens._validate import nonnegative_int, positive_int
-from infralens.sharding import padded_shard_size
+from infralens.sharding import chunk_sizes, padded_shard_size
 
 __all__ = [
     "Event",
+    "Footprint",
     "Unit",
+    "footprint",
     "peak_live_units",
     "peak_unsharded_bytes",
     "step_events",
@@ -220,3 +222,69 @@ def peak_unsharded_bytes(
         units, reshard_after_forward=reshard_after_forward, backward_prefetch=backward_prefetch
     )
     return _live_sizes(units, events, sizes)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Bytes one FSDP2 rank holds during a step, by what holds them."""
+
+    parameters: int
+    gradients: int
+    optimizer: int
+    root: int
+    peak_units: int
+
+    @property
+    def total(self) -> int:
+        """Everything at the peak: persistent state plus the root and the gathered units."""
+        return self.parameters + self.gradients + self.optimizer + self.root + self.peak_units
+
+
+def footprint(
+    root: Unit,
+    units: Sequence[Unit],
+    world_size: int,
+    *,
+    rank: int = 0,
+    compute_bytes: int = 2,
+) -> Footprint:
+    """What ``fully_shard`` (PyTorch 2.13) leaves on *rank*: fp32 shards, Adam, root and units.
+
+    With fp32 parameters and ``MixedPrecisionPolicy(param_dtype=bf16,
+    reduce_dtype=fp32)``:
+
+    - parameters and gradients: 4 bytes per padded shard element
+      (:func:`unit_shard_numel`; each unit's gradients are views of one
+      reduce-scatter output);
+    - Adam momentum and variance: 8 bytes per element of the rank's unpadded
+      ``torch.chunk`` share (``zeros_like`` of the local tensor);
+    - root: the root unit's all-gathered parameters in the compute dtype,
+      kept from forward to the end of backward (``reshard_after_forward``
+      defaults to False for the root);
+    - peak_units: :func:`peak_unsharded_bytes` of the other units.
+
+    >>> emb = Unit("root", ((128256, 4096), (128256, 4096)))   # Llama 3 8B: embedding, output
+    >>> footprint(emb, [], 8).root / 10**9
+    2.101346304
+    >>> footprint(Unit("r", ((6, 4),)), [Unit("l", ((6, 4),))], 4, rank=3)
+    Footprint(parameters=64, gradients=64, optimizer=0, root=64, peak_units=64)
+
+    Raises ``ValueError`` for a *world_size* or *compute_bytes* below 1 or a
+    *rank* outside the world.
+    """
+    w = positive_int("world_size", world_size)
+    e = positive_int("compute_bytes", compute_bytes)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < w:
+        raise ValueError(f"rank must be in range(0, {w}), got {rank!r}")
+    everything = [root, *units]
+    shard = sum(unit_shard_numel(u, w) for u in everything)
+    owned = sum(
+        chunk_sizes(s[0], w)[rank] * _prod(s[1:]) for u in everything for s in u.param_shapes
+    )
+    return Footprint(
+        parameters=4 * shard,
+        gradients=4 * shard,
+        optimizer=8 * owned,
+        root=e * unit_padded_numel(root, w),
+        peak_units=peak_unsharded_bytes(units, w, bytes_per_param=e) if units else 0,
+    )

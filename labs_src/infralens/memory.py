@@ -43,8 +43,18 @@ from __future__ import annotations
 from fractions import Fraction
 
 from infralens._validate import check_choice, divisible, positive_int
+from infralens.model import PRESETS, TransformerConfig
+from infralens.precision import recipe_bytes
 
-__all__ = ["RECOMPUTE", "activation_bytes_per_layer"]
+__all__ = [
+    "ATTENTION",
+    "RECOMPUTE",
+    "STACKS",
+    "activation_bytes",
+    "activation_bytes_per_layer",
+    "bytes_per_parameter",
+    "logits_bytes",
+]
 
 RECOMPUTE = ("none", "selective", "full")
 """Activation recomputation strategies of Korthikanti et al. (2022)."""
@@ -95,3 +105,152 @@ def activation_bytes_per_layer(
         if mode == "none":
             total += sbh * Fraction(5 * a * s, h * t)
     return -(-total.numerator // total.denominator)
+
+
+def bytes_per_parameter(recipe: str, *, dp_size: int = 1) -> Fraction:
+    """Persistent bytes per parameter (parameters, gradients, optimizer state) under *recipe*.
+
+    The recipes and the sources they follow are in :data:`infralens.precision.RECIPES`.
+
+    >>> bytes_per_parameter("zero-paper"), bytes_per_parameter("megatron-bf16")
+    (Fraction(16, 1), Fraction(18, 1))
+    >>> bytes_per_parameter("megatron-bf16-distopt", dp_size=64)       # 6 + 12/64
+    Fraction(99, 16)
+    >>> bytes_per_parameter("fsdp2", dp_size=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: dp_size must be >= 1, got 0
+
+    Raises ``ValueError`` for an unknown *recipe* or *dp_size* below 1.
+    """
+    return recipe_bytes(recipe, dp_size=dp_size)
+
+
+ATTENTION = ("flash", "materialized")
+"""``flash``: output and log-sum-exp kept (FlashAttention, SDPA); ``materialized``: a·s² scores."""
+
+STACKS = ("megatron", "pytorch")
+"""Whose kernels and sequence parallelism the activation count follows."""
+
+
+def _model(model: TransformerConfig | str) -> TransformerConfig:
+    if isinstance(model, str):
+        return PRESETS[check_choice("model", model, tuple(PRESETS))]
+    if not isinstance(model, TransformerConfig):
+        raise TypeError(f"model must be a TransformerConfig or a PRESETS key, got {model!r}")
+    return model
+
+
+def activation_bytes(
+    model: TransformerConfig | str,
+    *,
+    seq_len: int,
+    micro_batch_size: int,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    attention: str = "flash",
+    stack: str = "megatron",
+    dropout: bool = False,
+    element_bytes: int = 2,
+) -> int:
+    """Bytes of activations one transformer layer keeps for backward, on one GPU.
+
+    Each saved tensor is counted once (e = *element_bytes*, 2 for bf16;
+    statistics are fp32). Per layer, with s, b, h, a heads, g kv_heads, d
+    head_dim, f ffn_hidden:
+
+    - norms: input e·sbh and fp32 statistics (rstd; LayerNorm also the mean) each;
+      their outputs e·sbh, the inputs of the column-parallel linears;
+    - attention, flash: q e·sbh, k and v 2·e·sb·g·d, output e·sbh (also the
+      output projection's input), log-sum-exp 4·a·s·b;
+    - attention, materialized: q, and k and v repeated to all a heads,
+      3·e·sbh; softmax output e·a·s²·b; output-projection input e·sbh;
+    - MLP: GELU 2·e·sbf (its input and fc2's); SwiGLU 3·e·sbf in Megatron
+      (fused: fc1 output, 2f wide, and fc2's input), 4·e·sbf in eager PyTorch
+      (gate, silu(gate), up, product);
+    - *dropout*: a 1-byte mask of sbh after attention and after the MLP, and
+      for materialized attention a·s²·b mask plus e·a·s²·b output.
+
+    Tensor parallelism divides attention and MLP tensors by t. Sequence
+    parallelism divides norm, dropout and residual tensors by t; Megatron
+    also saves the column-parallel inputs sharded and re-gathers them in
+    backward, PyTorch 2.13 saves the gathered, full-sequence input. Megatron's
+    ``selective`` recomputes core attention (the s² terms, or flash's
+    log-sum-exp); ``full`` keeps only the layer input e·sbh (/t with SP).
+
+    >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1)
+    1141964800
+    >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, attention="materialized")
+    5536546816
+    >>> activation_bytes("llama3-8b", seq_len=8, micro_batch_size=1, tp=16)
+    Traceback (most recent call last):
+    ...
+    ValueError: kv_heads must be divisible by tp: 8 % 16 = 8
+
+    Raises ``ValueError`` for a size below 1, an unknown *recompute*,
+    *attention* or *stack*, tp not dividing heads, kv_heads or ffn_hidden,
+    tp not dividing *seq_len* with sequence parallelism, or ``selective``
+    with the ``pytorch`` stack (its op-level policies are not modelled).
+    """
+    m = _model(model)
+    s = positive_int("seq_len", seq_len)
+    b = positive_int("micro_batch_size", micro_batch_size)
+    t = positive_int("tp", tp)
+    e = positive_int("element_bytes", element_bytes)
+    mode = check_choice("recompute", recompute, RECOMPUTE)
+    kind = check_choice("attention", attention, ATTENTION)
+    who = check_choice("stack", stack, STACKS)
+    divisible("heads", m.heads, "tp", t)
+    divisible("kv_heads", m.kv_heads, "tp", t)
+    divisible("ffn_hidden", m.ffn_hidden, "tp", t)
+    if sequence_parallel:
+        divisible("seq_len", s, "tp", t)
+    if mode == "selective" and who == "pytorch":
+        raise ValueError("recompute='selective' is modelled for stack='megatron' only")
+    h, a, f, sb = m.hidden, m.heads, m.ffn_hidden, s * b
+    seq_t = t if sequence_parallel else 1  # norms, dropout masks, residual
+    col_t = t if sequence_parallel and who == "megatron" else 1  # column-parallel inputs
+    if mode == "full":
+        return e * sb * h // seq_t
+    stats = 8 if m.norm == "layernorm" else 4
+    total = Fraction(2 * (e * sb * h + stats * sb) + (2 if dropout else 0) * sb * h, seq_t)
+    total += Fraction(2 * e * sb * h, col_t)
+    if kind == "flash":
+        attn = e * sb * h * 2 + 2 * e * sb * m.kv_heads * m.head_dim
+        attn += 4 * a * sb if mode == "none" else 0
+    else:
+        attn = 4 * e * sb * h
+        if mode == "none":
+            attn += (e + (1 + e if dropout else 0)) * a * s * sb
+    mlp = (3 if who == "megatron" else 4) if m.gated_mlp else 2
+    return _ceil(total + Fraction(attn + mlp * e * sb * f, t))
+
+
+def logits_bytes(
+    model: TransformerConfig | str, *, seq_len: int, micro_batch_size: int, tp: int = 1
+) -> int:
+    """Bytes the loss keeps for backward: the fp32 log-softmax of the logits, 4·s·b·V/t.
+
+    Cross-entropy on logits upcast to fp32 saves its s·b·V fp32 output (a
+    vocabulary-parallel output layer divides V by t); the output layer's
+    input, s·b·h, is counted as the last layer's.
+
+    >>> logits_bytes("llama3-8b", seq_len=8192, micro_batch_size=1) / 10**9
+    4.202692608
+    >>> logits_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, tp=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: tp must be >= 1, got 0
+
+    Raises ``ValueError`` for a size below 1.
+    """
+    m = _model(model)
+    s = positive_int("seq_len", seq_len)
+    b = positive_int("micro_batch_size", micro_batch_size)
+    t = positive_int("tp", tp)
+    return _ceil(Fraction(4 * s * b * m.vocab_size, t))
+
+
+def _ceil(x: Fraction) -> int:
+    return -(-x.numerator // x.denominator)

@@ -1,0 +1,37 @@
+"""Lab 17 figure: per-GPU bytes for Llama 3 8B and 70B on 8 and 64 H100s, by recipe."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from _draw import PALETTE
+
+from infralens.fit import HBM_BYTES, gpu_memory
+from infralens.plan import ParallelPlan
+
+RECIPES = ("zero-paper", "megatron-bf16", "megatron-bf16-distopt", "fsdp2")
+CASES = [(m, n) for m in ("llama3-8b", "llama3-70b") for n in (8, 64)]
+PARTS = ("model_states", "gathered", "activations", "logits")
+LABELS = ("model states", "FSDP2 gathered root + 2 layers", "activations", "fp32 logits")
+
+fig, axes = plt.subplots(1, len(CASES), figsize=(9.6, 3.4), sharey=True)
+for ax, (model, gpus) in zip(axes, CASES, strict=True):
+    bars = [
+        gpu_memory(model, ParallelPlan(dp=gpus), r, seq_len=8192, micro_batch_size=1,
+                   recompute="full")
+        for r in RECIPES
+    ]  # fmt: skip
+    bottom = [0.0] * len(RECIPES)
+    for colour, part, label in zip(PALETTE, PARTS, LABELS, strict=False):
+        heights = [getattr(b, part) / 10**9 for b in bars]
+        ax.bar(range(len(RECIPES)), heights, bottom=bottom, color=colour, label=label)
+        bottom = [x + y for x, y in zip(bottom, heights, strict=True)]
+    ax.axhline(HBM_BYTES["h100-sxm5-80gb"] / 10**9, color="black", linewidth=0.8, linestyle="--")
+    ax.set_yscale("log")
+    ax.set_ylim(1, 3000)
+    ticks = ["ZeRO\npaper", "Megatron\nbf16", "Megatron\ndistopt", "FSDP2"]
+    ax.set_xticks(range(len(RECIPES)), ticks, fontsize=7)
+    ax.set_title(f"{model}, dp = {gpus}", fontsize=9)
+axes[0].set_ylabel("GB (10⁹ bytes) per GPU, log scale")
+axes[0].legend(fontsize=6, frameon=False, loc="upper right")
+fig.suptitle("8,192 tokens, micro-batch 1, full recomputation; dashed: 80 GB H100 SXM", fontsize=9)
+fig.tight_layout()

@@ -1,0 +1,60 @@
+"""infralens.fit against published peak memory (tests/data/memory_measurements.csv).
+
+The rows are torchtitan's Llama 3.1 8B FSDP runs on 8 and 128 H100s (same
+local batch, sequence and activation checkpointing). Two comparisons:
+
+- each measurement lies between the FSDP2 prediction with full recomputation
+  and without recomputation (torchtitan's op-level selective checkpointing,
+  which the package does not model, sits between the two), and
+- the difference between the two runs, where activations, logits and the
+  gathered root cancel, is the model-state saving of sharding 8 versus 128
+  ways; the prediction must be within 10% of the measured difference. The
+  miss is close to that bound (about 9% under, at the time of writing); the
+  measurement is reserved memory, which also holds the allocator's cache,
+  and the 10% was chosen after seeing it, so treat this as a check that the
+  sharded-state model is in the right place, not as a validated accuracy.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from infralens.fit import gpu_memory
+from infralens.plan import ParallelPlan
+
+DATA = Path(__file__).parent / "data" / "memory_measurements.csv"
+GIB = 2**30
+
+
+def rows() -> dict[int, float]:
+    with DATA.open(newline="", encoding="utf-8") as f:
+        out = {}
+        for row in csv.DictReader(f):
+            assert row["units"] == "GiB" and row["model"] == "Llama 3.1 8B"
+            out[int(row["parallelism"].removeprefix("FSDP "))] = float(row["value"]) * GIB
+        return out
+
+
+def predict(dp: int, recompute: str) -> int:
+    return gpu_memory("llama3-8b", ParallelPlan(dp=dp), "fsdp2", seq_len=8192, micro_batch_size=2,
+                      recompute=recompute, stack="pytorch").total  # fmt: skip
+
+
+def test_every_row_has_its_provenance() -> None:
+    with DATA.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            assert "@" in row["source"] and row["hardware"] and row["config"] and row["units"]
+
+
+def test_measurements_lie_between_full_and_no_recomputation() -> None:
+    for dp, measured in rows().items():
+        assert predict(dp, "full") < measured < predict(dp, "none"), dp
+
+
+def test_the_difference_between_8_and_128_ranks_is_the_model_state_saving() -> None:
+    measured = rows()
+    for mode in ("none", "full"):
+        predicted = predict(8, mode) - predict(128, mode)
+        observed = measured[8] - measured[128]
+        assert abs(predicted - observed) / observed < 0.10, (mode, predicted / GIB, observed / GIB)
