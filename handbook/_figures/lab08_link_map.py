@@ -60,6 +60,6 @@ for k, (axis, op) in enumerate(rows):
     right.barh(k, value, color=PALETTE[k])
     right.text(value + 10, k, f"{c8.tier_of(group).name}, {value:.0f}", va="center", fontsize=6)
 right.set_yticks(range(len(rows)), [f"{a.upper()} {op}" for a, op in rows], fontsize=6)
-right.set_xlim(0, 700)
-right.set_xlabel("bus bandwidth at 256 MiB (GB/s)")
+right.set_xlim(0, 720)
+right.set_xlabel("busbw at 256 MiB (GB/s)")
 right.set_title("tp=8, pp=4, dp=2", fontsize=8)

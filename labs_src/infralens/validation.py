@@ -166,13 +166,13 @@ def _source_cell(url: str) -> str:
 
 
 def markdown_report(checks: list[NcclCheck]) -> str:
-    """The validation page's two tables as Markdown: one row per run, then one per measurement.
+    """The validation page's tables as Markdown: runs, their hardware, then each run's rows.
 
     >>> row = NcclRow("r1", "DGX H100", "h100-sxm5-80gb", 1, 8, 0, 0, "", "NVLink", "nvlink",
     ...               "2.18.5", "all_reduce", 2**30, "in-place", 466.35, "https://example.org/r1")
     >>> text = markdown_report([check_nccl(row)])
-    >>> [line for line in text.splitlines() if line.startswith("| r1")][1]
-    '| r1 | all_reduce | 1,024 | 466.4 | 475.2 | nvls | +1.9 % | 40 % | yes |'
+    >>> [line for line in text.splitlines() if line.startswith("| all_reduce")]
+    ['| all_reduce | 1,024 | 466.4 | 475.2 | nvls | +1.9 % | 40 % | yes |']
     """
     runs: dict[str, list[NcclCheck]] = {}
     for c in checks:
@@ -183,28 +183,34 @@ def markdown_report(checks: list[NcclCheck]) -> str:
         return "–" if x is None else f"{100 * x:.0f} %"
 
     lines = [
-        "| run | system | GPUs | transport | NCCL | rows | median error, ≥ 64 MiB "
-        "| median error, 1–64 MiB | adapters used to price it | source |",
-        "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | --- | --- |",
+        "| run | GPUs | NCCL | rows | median error ≥ 64 MiB | median error 1–64 MiB |",
+        "| --- | ---: | --- | ---: | ---: | ---: |",
     ]
     for run, cs in runs.items():
         r = cs[0].row
         lines.append(
-            f"| {run} | {r.system} | {r.nodes} × {r.gpus_per_node} | {r.scope} | "
-            f"{r.nccl_version or 'not stated'} | {len(cs)} | {pct(large.get(run))} | "
-            f"{pct(mid.get(run))} | {r.network or 'one node'} | {_source_cell(r.source)} |"
+            f"| {run} | {r.nodes} × {r.gpus_per_node} | {r.nccl_version or 'not stated'} "
+            f"| {len(cs)} | {pct(large.get(run))} | {pct(mid.get(run))} |"
         )
-    lines += [
-        "",
-        "| run | op | size (MiB) | measured busbw | predicted busbw | algorithm "
-        "| error | tolerance | within |",
-        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |",
-    ]
-    for c in checks:
-        tol = "bound" if c.tolerance is None else f"{100 * c.tolerance:.0f} %"
-        lines.append(
-            f"| {c.row.run_id} | {c.row.op} | {c.row.size_bytes / MIB:,.0f} | {c.row.busbw:.1f} "
-            f"| {c.predicted:.1f} | {c.algorithm} | {100 * c.error:+.1f} % | {tol} "
-            f"| {'yes' if c.passed else 'NO'} |"
-        )
+    lines += ["", "| run | system and transport | adapters used to price it |"]
+    lines += ["| --- | --- | --- |"]
+    for run, cs in runs.items():
+        r = cs[0].row
+        lines.append(f"| {run} | {r.system}; {r.scope} | {r.network or 'one node: none'} |")
+    for run, cs in runs.items():
+        r = cs[0].row
+        lines += [
+            "",
+            f"**{run}** ({r.system}, {r.placement} busbw; source: {_source_cell(r.source)})",
+            "",
+            "| op | size (MiB) | measured | predicted | algorithm | error | tolerance | within |",
+            "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |",
+        ]
+        for c in cs:
+            tol = "bound" if c.tolerance is None else f"{100 * c.tolerance:.0f} %"
+            lines.append(
+                f"| {c.row.op} | {c.row.size_bytes / MIB:,.0f} | {c.row.busbw:.1f} "
+                f"| {c.predicted:.1f} | {c.algorithm} | {100 * c.error:+.1f} % | {tol} "
+                f"| {'yes' if c.passed else 'NO'} |"
+            )
     return "\n".join(lines) + "\n"
