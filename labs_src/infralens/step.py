@@ -157,6 +157,7 @@ def estimate(
     chunks: int = 1,
     zero_stage: int = 1,
     attention: str = "flash",
+    check_memory: bool = True,
 ) -> Estimate:
     """Predict one training step of *model* on *plan* and *cluster* (see the module text).
 
@@ -214,7 +215,7 @@ def estimate(
         )  # fmt: skip
         memory = mem.total
         over = shortfall(mem, gpu_key)
-        if over > 0:
+        if over > 0 and check_memory:
             raise ValueError(
                 f"model does not fit: {memory / 1e9:.1f} GB per GPU, "
                 f"{over / 1e9:.1f} GB over the {gpu.hbm_bytes / 1e9:.0f} GB of HBM"
