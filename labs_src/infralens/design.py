@@ -13,10 +13,15 @@ one GPU holds, and which communication is likely to bound the step.
 >>> work = Workload(num_params=68_976_648_192, layers=80, hidden=8192, heads=64, seq_len=4096,
 ...                 micro_batch_size=1, global_batch_size=512)
 >>> sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
->>> [(row.axis, row.placement) for row in sheet.axes]
-[('tp', 'nvlink'), ('pp', 'network'), ('dp', 'network')]
->>> sheet.bottleneck
-'tp all_reduce'
+>>> [(row.axis, row.degree, row.placement) for row in sheet.axes]
+[('tp', 8, 'nvlink'), ('pp', 4, 'network'), ('dp', 2, 'network'), ('zero', 2, 'network')]
+>>> sheet.bottleneck, round(sheet.step.seconds, 1), round(sheet.step.mfu, 2)
+('compute', 28.4, 0.52)
+
+Communication and the bubble are priced by :func:`infralens.step.estimate`
+(collectives through :func:`infralens.nccl.predict`); the worksheet prices
+nothing itself. The table shows each collective's full time, the step
+table what is left exposed after overlap.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
 from infralens.fit import HBM_BYTES
 from infralens.memory import RECOMPUTE, activation_bytes_per_layer, bytes_per_parameter
+from infralens.model import PRESETS, TransformerConfig
 from infralens.nccl import predict
 from infralens.plan import FREQUENCY, ParallelPlan
 from infralens.sharding import padded_shard_size
+from infralens.step import Estimate, estimate
 from infralens.topology import Cluster
 from infralens.zero import STAGES, model_state_bytes, step_collectives
 
@@ -62,7 +69,20 @@ REASONS = {
     "cp": "splits the sequence of every layer; exchanges K/V per layer",
     "pp": "splits depth into stages; only neighbours talk",
     "dp": "replicas (sharded by ZeRO) over the rest; one sync per step",
+    "zero": "shards optimizer state (ZeRO-1/2) or everything (ZeRO-3/FSDP) over the DP group",
 }
+
+STEP_TERMS = {
+    "compute": "compute (GEMMs and attention)",
+    "tp": "exposed TP communication",
+    "cp": "exposed CP communication",
+    "ep": "exposed EP communication",
+    "pp_bubble": "pipeline bubble",
+    "pp_p2p": "pipeline send/recv",
+    "dp": "exposed DP/FSDP communication",
+    "optimizer": "optimizer step",
+}
+"""How each term of :class:`infralens.step.Breakdown` is named on the worksheet."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,27 @@ class Workload:
     bytes_per_element: int = 2
     recipe: str = "zero-paper"
     gpu: str = "h100-sxm5-80gb"
+    model: str = ""
+    schedule: str = "1f1b"
+    chunks: int = 1
+    token_budget: int = 2 * 10**12
+
+    def config(self) -> TransformerConfig:
+        """The model the step is priced for: :attr:`model`'s preset, else the preset whose
+        size and shape match, else a GPT-shaped stand-in (4h MLP, kv heads = heads) whose
+        vocabulary makes up the parameter count."""
+        if self.model:
+            return PRESETS[check_choice("model", self.model, tuple(PRESETS))]
+        for preset in PRESETS.values():
+            shape = (preset.num_params(), preset.layers, preset.hidden, preset.heads)
+            if shape == (self.num_params, self.layers, self.hidden, self.heads):
+                return preset
+        h = self.hidden
+        body = self.layers * (12 * h * h + 4 * h) + h
+        vocab = max(1, (self.num_params - body) // (2 * h))
+        return TransformerConfig(layers=self.layers, hidden=h, heads=self.heads,
+                                 kv_heads=self.heads, ffn_hidden=4 * h, vocab_size=vocab,
+                                 seq_len=self.seq_len, norm="rmsnorm")  # fmt: skip
 
     def __post_init__(self) -> None:
         for name in (
@@ -93,6 +134,8 @@ class Workload:
             "micro_batch_size",
             "global_batch_size",
             "bytes_per_element",
+            "chunks",
+            "token_budget",
         ):
             positive_int(name, getattr(self, name))
         if self.zero_stage not in STAGES:
@@ -144,6 +187,8 @@ class Worksheet:
     bottleneck: str
     recipe: str = "zero-paper"
     capacity_bytes: int = HBM_BYTES["h100-sxm5-80gb"]
+    step: Estimate | None = None
+    token_budget: int = 2 * 10**12
 
     @property
     def memory_bytes(self) -> int:
@@ -207,15 +252,35 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     activations = per_layer * stage_layers * min(plan.pp, m)
     bubble = Fraction(plan.pp - 1, m)
 
-    axes, comms = [], []
+    step = estimate(
+        work.config(), plan, cluster, seq_len=work.seq_len,
+        global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
+        sequence_parallel=work.sequence_parallel, recompute=work.recompute,
+        schedule=work.schedule, chunks=work.chunks, zero_stage=work.zero_stage,
+        check_memory=False,
+    )  # fmt: skip
+    axes = []
+    for axis in ("tp", "cp", "pp", "dp"):
+        if axis == "cp" and plan.cp == 1:
+            continue
+        link = _slowest(plan, axis, cluster)[0] if getattr(plan, axis) > 1 else "none"
+        axes.append(AxisRow(axis, getattr(plan, axis), link, REASONS[axis]))
+    sharded = plan.dp if work.zero_stage else 1
+    axes.append(AxisRow("zero", sharded, axes[-1].placement if sharded > 1 else "none",
+                        f"ZeRO-{work.zero_stage}: " + REASONS["zero"]))  # fmt: skip
+    compute = Fraction(step.breakdown.compute)
+    comms = [CommRow("compute", "GEMMs and attention", "every micro-batch", "GPU", Fraction(0),
+                     compute, "the largest term when the plan is sound")]  # fmt: skip
     for axis in ("tp", "cp", "pp", "dp"):
         degree = getattr(plan, axis)
         if degree == 1:
             continue
         link, group = _slowest(plan, axis, cluster)
-        axes.append(AxisRow(axis, degree, link, REASONS[axis]))
         calls: list[tuple[str, int, int]] = []  # (collective, bytes, calls per step)
-        if axis == "tp":
+        if axis == "tp" and work.sequence_parallel:  # as infralens.step prices it
+            calls.append(("all_gather", b * s * h * e, 4 * stage_layers * m))
+            calls.append(("reduce_scatter", b * s * h * e, 4 * stage_layers * m))
+        elif axis == "tp":
             calls.append(("all_reduce", b * s * h * e, 4 * stage_layers * m))
         elif axis == "cp":
             calls.append(("all_gather", 2 * b * work.seq_len * h * e, 2 * stage_layers * m))
@@ -250,11 +315,10 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
                     3: "per wrapped unit, forward and backward (FSDP/ZeRO-3 gather)",
                 }.get(work.zero_stage, "per step, after the optimizer (updated parameters)")
             comms.append(CommRow(axis, op, frequency, link, sent, seconds, risk))
-    worst = max(comms, key=lambda row: row.seconds_per_step, default=None)
-    bottleneck = "compute" if worst is None else f"{worst.axis} {worst.collective}"
+    bottleneck = step.bottleneck
     return Worksheet(
         plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck,
-        work.recipe, HBM_BYTES[work.gpu],
+        work.recipe, HBM_BYTES[work.gpu], step, work.token_budget,
     )  # fmt: skip
 
 
@@ -282,19 +346,26 @@ def render_markdown(sheet: Worksheet) -> str:
     >>> c = Cluster.from_node_shape("1_node_x_8_gpus")
     >>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
     ...              micro_batch_size=1, global_batch_size=8)
-    >>> print(render_markdown(fill_worksheet(ParallelPlan(dp=8), c, w)).splitlines()[2])
+    >>> print(render_markdown(fill_worksheet(ParallelPlan(dp=8), c, w)).splitlines()[4])
     | DP | 8 | nvlink | replicas (sharded by ZeRO) over the rest; one sync per step |
     """
     lines = ["| Axis | Degree | Placement | Reason |", "| --- | ---: | --- | --- |"]
-    lines += [f"| {r.axis.upper()} | {r.degree} | {r.placement} | {r.reason} |" for r in sheet.axes]
+    label = {"zero": "FSDP/ZeRO"}
+    lines += [
+        f"| {label.get(r.axis, r.axis.upper())} | {r.degree} | {r.placement} | {r.reason} |"
+        for r in sheet.axes
+    ]
     lines += [
         "",
-        "| Communication | Frequency | Link | GB sent per GPU per step | ms per step | Risk |",
+        "| Communication | Frequency | Link | GB sent per GPU per step "
+        "| ms per step, before overlap | Risk |",
         "| --- | --- | --- | ---: | ---: | --- |",
     ]
     lines += [
-        f"| {r.axis.upper()} {r.collective} | {r.frequency} | {r.link} | "
-        f"{float(r.bytes_per_step) / 1e9:.2f} | {float(r.seconds_per_step) * 1e3:.1f} | {r.risk} |"
+        f"| {r.axis.upper() if r.axis != 'compute' else 'Compute:'} {r.collective} | "
+        f"{r.frequency} | {r.link} | "
+        f"{f'{float(r.bytes_per_step) / 1e9:.2f}' if r.axis != 'compute' else '–'} | "
+        f"{float(r.seconds_per_step) * 1e3:.1f} | {r.risk} |"
         for r in sheet.comms
     ]
     over = sheet.shortfall_bytes / 1e9
@@ -306,6 +377,20 @@ def render_markdown(sheet: Worksheet) -> str:
         f"{sheet.memory_bytes / 1e9:.1f} GB of {sheet.capacity_bytes / 1e9:.0f} GB HBM: {verdict} "
         "(before the CUDA context, NCCL buffers and fragmentation); "
         f"{sheet.microbatches} micro-batches, bubble {float(sheet.bubble_fraction):.1%}; "
-        f"expected bottleneck: {sheet.bottleneck}.",
+        f"expected bottleneck: {STEP_TERMS.get(sheet.bottleneck, sheet.bottleneck)}.",
     ]
+    if sheet.step is not None:
+        e = sheet.step
+        lines += ["", "| Step time | ms | share |", "| --- | ---: | ---: |"]
+        lines += [
+            f"| {STEP_TERMS[name]} | {sec * 1e3:,.0f} | {sec / e.seconds:.1%} |"
+            for name, sec in e.breakdown.items()
+            if sec > 0
+        ]
+        lines += [
+            "",
+            f"Step {e.seconds:.2f} s, {e.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
+            f"MFU {e.mfu:.1%} (dense peak); {sheet.token_budget / 1e12:g}T tokens take "
+            f"{e.days(sheet.token_budget):.0f} days on {e.gpus} GPUs.",
+        ]
     return "\n".join(lines)
