@@ -108,7 +108,7 @@ class Workload:
     token_budget: int = 2 * 10**12
 
     def config(self) -> TransformerConfig:
-        """The model the step is priced for: :attr:`model`'s preset, else the preset whose
+        """The model the step is priced for: the ``model`` field's preset, else the preset whose
         size and shape match, else a GPT-shaped stand-in (4h MLP, kv heads = heads) whose
         vocabulary makes up the parameter count."""
         if self.model:

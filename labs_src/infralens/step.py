@@ -116,13 +116,13 @@ class Estimate:
 
     @property
     def bottleneck(self) -> str:
-        """The largest term of :attr:`breakdown`."""
+        """The largest term of ``breakdown``."""
         return max(self.breakdown.items(), key=lambda kv: kv[1])[0]
 
     gpus: int
 
     def days(self, tokens: int) -> float:
-        """Days to train on *tokens* tokens at this throughput on :attr:`gpus` GPUs.
+        """Days to train on *tokens* tokens at this throughput on ``gpus`` GPUs.
 
         days = tokens / (tokens/s per GPU · GPUs) / 86,400
         """
