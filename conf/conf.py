@@ -186,6 +186,15 @@ def _write_validation_tables(app: object) -> None:
     if not out.exists() or out.read_text(encoding="utf-8") != text:
         out.write_text(text, encoding="utf-8")
 
+    from infralens.step_validation import check_run, load_runs
+    from infralens.step_validation import markdown_report as step_report
+
+    runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
+    text = step_report([check_run(r) for r in runs])
+    out = SOURCE / "_generated" / "step_validation.md"
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.write_text(text, encoding="utf-8")
+
 
 def setup(app: object) -> None:
     app.connect("doctree-resolved", _drop_signature_abbreviations)  # type: ignore[attr-defined]

@@ -33,6 +33,7 @@ def test_plan_prints_grid_groups_and_worksheet() -> None:
     assert "node 7: tp0 cp0 pp3 dp1" in done.stdout
     assert "tp (degree 8, nvlink" in done.stdout
     assert "| TP | 8 | nvlink |" in done.stdout
+    assert "tokens/s per GPU, MFU" in done.stdout and "expected bottleneck: compute" in done.stdout
 
 
 def test_plan_json_is_machine_readable() -> None:
@@ -145,3 +146,32 @@ def test_memory_bad_input_is_one_line_and_exit_2(args: list[str], expected: str)
     assert done.returncode == 2 and done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], done.stderr
+
+
+def test_rank_prints_ten_plans_fastest_first() -> None:
+    done = run("rank", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
+               "--seq-len", "4096", "--global-batch", "512")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [
+        line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line
+    ]
+    steps = [float(r.split("|")[9]) for r in rows[1:]]
+    assert len(steps) == 10 and steps == sorted(steps)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--gpus", "60"], "multiple of the 8 GPUs"),
+        (["--gpus", "64", "--model", "gpt5"], "model must be one of"),
+        (["--gpus", "8", "--model", "llama3.1-405b"], "no feasible plan"),
+    ],
+)
+def test_rank_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:
+    base = {"--model": "llama3-70b", "--cluster": "dgx-h100", "--seq-len": "4096",
+            "--global-batch": "512"}  # fmt: skip
+    for key, value in zip(args[::2], args[1::2], strict=True):
+        base[key] = value
+    done = run("rank", *[x for kv in base.items() for x in kv])
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr

@@ -1,5 +1,6 @@
-"""Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]`` and
-``python -m infralens memory --model NAME --plan PATH.yaml [--recipe NAME] [--gpu NAME]``.
+"""Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]``,
+``python -m infralens memory --model NAME --plan PATH.yaml [--recipe NAME] [--gpu NAME]`` and
+``python -m infralens rank --model NAME --cluster SYSTEM --gpus N --seq-len S --global-batch B``.
 
 Bad input (a missing file, malformed YAML, degrees that do not fill the
 cluster) prints one line on stderr and exits with status 2, never a
@@ -18,12 +19,13 @@ from typing import Any
 from infralens._validate import check_choice, positive_number
 from infralens.design import Workload, fill_worksheet, render_markdown
 from infralens.fit import HBM_BYTES, gpu_memory, render
+from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS
 from infralens.plan import AXES, FREQUENCY, ParallelPlan
 from infralens.precision import RECIPES
 from infralens.topology import Cluster
 
-__all__ = ["load_plan_file", "main", "memory_report", "parse_plan"]
+__all__ = ["load_plan_file", "main", "memory_report", "parse_plan", "rank_report"]
 
 DEGREE_KEYS = {"tp_size": "tp", "pp_size": "pp", "dp_size": "dp", "cp_size": "cp", "ep_size": "ep"}
 
@@ -193,6 +195,36 @@ def memory_report(
     return head + "\n" + render(breakdown, capacity, name)
 
 
+def rank_report(
+    model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int = 1
+) -> str:
+    """The ten fastest feasible plans by predicted step time (``rank`` command).
+
+    >>> rank_report("llama3-70b", "dgx-h100", 60, 4096, 512)
+    Traceback (most recent call last):
+    ...
+    ValueError: gpus must be a multiple of the 8 GPUs of a DGX H100 node, got 60
+    """
+    from infralens.ranking import rank_plans
+    from infralens.ranking import render as render_ranking
+
+    node = SYSTEMS[check_choice("cluster", system, tuple(SYSTEMS))]
+    if gpus < 1 or gpus % node.gpus_per_node:
+        raise ValueError(
+            f"gpus must be a multiple of the {node.gpus_per_node} GPUs of a {node.name} node, "
+            f"got {gpus}"
+        )
+    cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
+    config = PRESETS[check_choice("model", model, tuple(PRESETS))]
+    ranked = rank_plans(config, cluster, seq_len=seq_len, global_batch_size=global_batch,
+                        micro_batch_size=micro_batch)  # fmt: skip
+    head = (
+        f"{model} on {gpus} GPUs ({node.name}), seq_len {seq_len}, global batch {global_batch}, "
+        f"micro-batch {micro_batch}: the fastest feasible plans by predicted step time"
+    )
+    return head + "\n" + render_ranking(ranked)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m infralens", description="InfraLens tools.")
@@ -210,7 +242,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     mem_cmd.add_argument("--recipe", default="megatron-bf16", help="a precision recipe")
     mem_cmd.add_argument("--gpu", default="h100-sxm5-80gb", help="an HBM preset")
     mem_cmd.add_argument("--hbm-gb", type=float, default=None, help="HBM in GB, instead of --gpu")
+    rank_cmd = commands.add_parser(
+        "rank", help="the ten fastest feasible plans for a model on a cluster"
+    )
+    rank_cmd.add_argument("--model", required=True, help="a PRESETS key, e.g. llama3-70b")
+    rank_cmd.add_argument("--cluster", default="dgx-h100", help="a SYSTEMS key")
+    rank_cmd.add_argument("--gpus", type=int, required=True)
+    rank_cmd.add_argument("--seq-len", type=int, required=True)
+    rank_cmd.add_argument("--global-batch", type=int, required=True)
+    rank_cmd.add_argument("--micro-batch", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.command == "rank":
+        try:
+            print(rank_report(args.model, args.cluster, args.gpus, args.seq_len,
+                              args.global_batch, args.micro_batch))  # fmt: skip
+        except (ValueError, TypeError) as err:
+            print(f"infralens rank: {err}", file=sys.stderr)
+            return 2
+        return 0
     if args.command == "memory":
         try:
             print(memory_report(args.model, args.plan, args.recipe, args.gpu, args.hbm_gb))

@@ -13,28 +13,41 @@ one GPU holds, and which communication is likely to bound the step.
 >>> work = Workload(num_params=68_976_648_192, layers=80, hidden=8192, heads=64, seq_len=4096,
 ...                 micro_batch_size=1, global_batch_size=512)
 >>> sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
->>> [(row.axis, row.placement) for row in sheet.axes]
-[('tp', 'nvlink'), ('pp', 'network'), ('dp', 'network')]
->>> sheet.bottleneck
-'tp all_reduce'
+>>> [(row.axis, row.degree, row.placement) for row in sheet.axes]
+[('tp', 8, 'nvlink'), ('pp', 4, 'network'), ('dp', 2, 'network'), ('zero', 2, 'network')]
+>>> sheet.bottleneck, round(sheet.step.seconds, 1), round(sheet.step.mfu, 2)
+('compute', 28.4, 0.52)
+
+Communication and the bubble are priced by :func:`infralens.step.estimate`
+(collectives through :func:`infralens.nccl.predict`); the worksheet prices
+nothing itself. The table shows each collective's full time, the step
+table what is left exposed after overlap.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, positive_int
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
 from infralens.fit import HBM_BYTES
-from infralens.memory import RECOMPUTE, activation_bytes_per_layer, bytes_per_parameter
+from infralens.memory import activation_bytes_per_layer, bytes_per_parameter
 from infralens.nccl import predict
 from infralens.plan import FREQUENCY, ParallelPlan
 from infralens.sharding import padded_shard_size
+from infralens.step import estimate
 from infralens.topology import Cluster
-from infralens.zero import STAGES, model_state_bytes, step_collectives
+from infralens.worksheet import (
+    REASONS,
+    RECIPE_STAGE,
+    STEP_TERMS,
+    AxisRow,
+    CommRow,
+    Workload,
+    Worksheet,
+)
+from infralens.zero import model_state_bytes, step_collectives
 
 __all__ = [
     "RECIPE_STAGE",
@@ -47,114 +60,6 @@ __all__ = [
     "render_markdown",
 ]
 
-RECIPE_STAGE = {
-    "megatron-bf16": 0,
-    "megatron-bf16-distopt": 1,
-    "megatron-fp8-distopt": 1,
-    "fsdp2": 3,
-    "ddp": 0,
-    "ddp-bucket-view": 0,
-}
-"""The ZeRO stage whose collectives each recipe runs; ``zero-paper`` takes any stage."""
-
-REASONS = {
-    "tp": "splits every layer's matrices; needs the fastest link",
-    "cp": "splits the sequence of every layer; exchanges K/V per layer",
-    "pp": "splits depth into stages; only neighbours talk",
-    "dp": "replicas (sharded by ZeRO) over the rest; one sync per step",
-}
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A dense transformer training job: model shape, batch and memory options."""
-
-    num_params: int
-    layers: int
-    hidden: int
-    heads: int
-    seq_len: int
-    micro_batch_size: int
-    global_batch_size: int
-    zero_stage: int = 1
-    recompute: str = "selective"
-    sequence_parallel: bool = True
-    bytes_per_element: int = 2
-    recipe: str = "zero-paper"
-    gpu: str = "h100-sxm5-80gb"
-
-    def __post_init__(self) -> None:
-        for name in (
-            "num_params",
-            "layers",
-            "hidden",
-            "heads",
-            "seq_len",
-            "micro_batch_size",
-            "global_batch_size",
-            "bytes_per_element",
-        ):
-            positive_int(name, getattr(self, name))
-        if self.zero_stage not in STAGES:
-            raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {self.zero_stage!r}")
-        check_choice("recompute", self.recompute, RECOMPUTE)
-        check_choice("gpu", self.gpu, tuple(HBM_BYTES))
-        bytes_per_parameter(self.recipe)  # validates the name
-        stage = RECIPE_STAGE.get(self.recipe)
-        if stage is not None and stage != self.zero_stage:
-            raise ValueError(
-                f"recipe {self.recipe!r} shards like ZeRO stage {stage}; set zero_stage to {stage}"
-            )
-
-
-@dataclass(frozen=True)
-class AxisRow:
-    """One row of the axis table."""
-
-    axis: str
-    degree: int
-    placement: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class CommRow:
-    """One row of the communication table; bytes and seconds are per GPU per step."""
-
-    axis: str
-    collective: str
-    frequency: str
-    link: str
-    bytes_per_step: Fraction
-    seconds_per_step: Fraction
-    risk: str
-
-
-@dataclass(frozen=True)
-class Worksheet:
-    """The filled worksheet for one plan."""
-
-    plan: ParallelPlan
-    axes: tuple[AxisRow, ...]
-    comms: tuple[CommRow, ...]
-    model_state_bytes: int
-    activation_bytes: int
-    microbatches: int
-    bubble_fraction: Fraction
-    bottleneck: str
-    recipe: str = "zero-paper"
-    capacity_bytes: int = HBM_BYTES["h100-sxm5-80gb"]
-
-    @property
-    def memory_bytes(self) -> int:
-        """Model states plus activations per GPU (no buffers or fragmentation)."""
-        return self.model_state_bytes + self.activation_bytes
-
-    @property
-    def shortfall_bytes(self) -> int:
-        """Bytes by which :attr:`memory_bytes` exceeds the GPU's HBM; negative when it fits."""
-        return self.memory_bytes - self.capacity_bytes
-
 
 def _slowest(plan: ParallelPlan, axis: str, cluster: Cluster) -> tuple[str, list[int]]:
     groups = plan.groups(axis)
@@ -166,7 +71,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     """Fill the axis table, communication table and memory for *plan* on *cluster*.
 
     Parameters are assumed evenly split over TP × PP ranks and cost the
-    workload's recipe bytes per parameter (:data:`RECIPE_STAGE` ties a recipe
+    workload's recipe bytes per parameter (:data:`~infralens.worksheet.RECIPE_STAGE` ties a recipe
     to the ZeRO stage whose collectives it runs; ``zero-paper`` with
     ``zero_stage`` is the ZeRO paper's table); activations follow
     :func:`infralens.memory.activation_bytes_per_layer` for the layers of one
@@ -207,15 +112,35 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     activations = per_layer * stage_layers * min(plan.pp, m)
     bubble = Fraction(plan.pp - 1, m)
 
-    axes, comms = [], []
+    step = estimate(
+        work.config(), plan, cluster, seq_len=work.seq_len,
+        global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
+        sequence_parallel=work.sequence_parallel, recompute=work.recompute,
+        schedule=work.schedule, chunks=work.chunks, zero_stage=work.zero_stage,
+        check_memory=False,
+    )  # fmt: skip
+    axes = []
+    for axis in ("tp", "cp", "pp", "dp"):
+        if axis == "cp" and plan.cp == 1:
+            continue
+        link = _slowest(plan, axis, cluster)[0] if getattr(plan, axis) > 1 else "none"
+        axes.append(AxisRow(axis, getattr(plan, axis), link, REASONS[axis]))
+    sharded = plan.dp if work.zero_stage else 1
+    axes.append(AxisRow("zero", sharded, axes[-1].placement if sharded > 1 else "none",
+                        f"ZeRO-{work.zero_stage}: " + REASONS["zero"]))  # fmt: skip
+    compute = Fraction(step.breakdown.compute)
+    comms = [CommRow("compute", "GEMMs and attention", "every micro-batch", "GPU", Fraction(0),
+                     compute, "the largest term when the plan is sound")]  # fmt: skip
     for axis in ("tp", "cp", "pp", "dp"):
         degree = getattr(plan, axis)
         if degree == 1:
             continue
         link, group = _slowest(plan, axis, cluster)
-        axes.append(AxisRow(axis, degree, link, REASONS[axis]))
         calls: list[tuple[str, int, int]] = []  # (collective, bytes, calls per step)
-        if axis == "tp":
+        if axis == "tp" and work.sequence_parallel:  # as infralens.step prices it
+            calls.append(("all_gather", b * s * h * e, 4 * stage_layers * m))
+            calls.append(("reduce_scatter", b * s * h * e, 4 * stage_layers * m))
+        elif axis == "tp":
             calls.append(("all_reduce", b * s * h * e, 4 * stage_layers * m))
         elif axis == "cp":
             calls.append(("all_gather", 2 * b * work.seq_len * h * e, 2 * stage_layers * m))
@@ -250,11 +175,10 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
                     3: "per wrapped unit, forward and backward (FSDP/ZeRO-3 gather)",
                 }.get(work.zero_stage, "per step, after the optimizer (updated parameters)")
             comms.append(CommRow(axis, op, frequency, link, sent, seconds, risk))
-    worst = max(comms, key=lambda row: row.seconds_per_step, default=None)
-    bottleneck = "compute" if worst is None else f"{worst.axis} {worst.collective}"
+    bottleneck = step.bottleneck
     return Worksheet(
         plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck,
-        work.recipe, HBM_BYTES[work.gpu],
+        work.recipe, HBM_BYTES[work.gpu], step, work.token_budget,
     )  # fmt: skip
 
 
@@ -282,19 +206,26 @@ def render_markdown(sheet: Worksheet) -> str:
     >>> c = Cluster.from_node_shape("1_node_x_8_gpus")
     >>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
     ...              micro_batch_size=1, global_batch_size=8)
-    >>> print(render_markdown(fill_worksheet(ParallelPlan(dp=8), c, w)).splitlines()[2])
+    >>> print(render_markdown(fill_worksheet(ParallelPlan(dp=8), c, w)).splitlines()[4])
     | DP | 8 | nvlink | replicas (sharded by ZeRO) over the rest; one sync per step |
     """
     lines = ["| Axis | Degree | Placement | Reason |", "| --- | ---: | --- | --- |"]
-    lines += [f"| {r.axis.upper()} | {r.degree} | {r.placement} | {r.reason} |" for r in sheet.axes]
+    label = {"zero": "FSDP/ZeRO"}
+    lines += [
+        f"| {label.get(r.axis, r.axis.upper())} | {r.degree} | {r.placement} | {r.reason} |"
+        for r in sheet.axes
+    ]
     lines += [
         "",
-        "| Communication | Frequency | Link | GB sent per GPU per step | ms per step | Risk |",
+        "| Communication | Frequency | Link | GB sent per GPU per step "
+        "| ms per step, before overlap | Risk |",
         "| --- | --- | --- | ---: | ---: | --- |",
     ]
     lines += [
-        f"| {r.axis.upper()} {r.collective} | {r.frequency} | {r.link} | "
-        f"{float(r.bytes_per_step) / 1e9:.2f} | {float(r.seconds_per_step) * 1e3:.1f} | {r.risk} |"
+        f"| {r.axis.upper() if r.axis != 'compute' else 'Compute:'} {r.collective} | "
+        f"{r.frequency} | {r.link} | "
+        f"{f'{float(r.bytes_per_step) / 1e9:.2f}' if r.axis != 'compute' else '–'} | "
+        f"{float(r.seconds_per_step) * 1e3:.1f} | {r.risk} |"
         for r in sheet.comms
     ]
     over = sheet.shortfall_bytes / 1e9
@@ -306,6 +237,20 @@ def render_markdown(sheet: Worksheet) -> str:
         f"{sheet.memory_bytes / 1e9:.1f} GB of {sheet.capacity_bytes / 1e9:.0f} GB HBM: {verdict} "
         "(before the CUDA context, NCCL buffers and fragmentation); "
         f"{sheet.microbatches} micro-batches, bubble {float(sheet.bubble_fraction):.1%}; "
-        f"expected bottleneck: {sheet.bottleneck}.",
+        f"expected bottleneck: {STEP_TERMS.get(sheet.bottleneck, sheet.bottleneck)}.",
     ]
+    if sheet.step is not None:
+        e = sheet.step
+        lines += ["", "| Step time | ms | share |", "| --- | ---: | ---: |"]
+        lines += [
+            f"| {STEP_TERMS[name]} | {sec * 1e3:,.0f} | {sec / e.seconds:.1%} |"
+            for name, sec in e.breakdown.items()
+            if sec > 0
+        ]
+        lines += [
+            "",
+            f"Step {e.seconds:.2f} s, {e.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
+            f"MFU {e.mfu:.1%} (dense peak); {sheet.token_budget / 1e12:g}T tokens take "
+            f"{e.days(sheet.token_budget):.0f} days on {e.gpus} GPUs.",
+        ]
     return "\n".join(lines)

@@ -146,6 +146,8 @@ def seventy_b_on_64_gpus() -> Scenario:
         global_batch_size=512,
     )
     sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
+    step = sheet.step
+    assert step is not None  # fill_worksheet always prices the step
     return Scenario(
         "A 70B model on 64 GPUs",
         f"Model states alone are {_gb(model_state_bytes(psi, dp_size=1, stage=0))} with "
@@ -156,11 +158,13 @@ def seventy_b_on_64_gpus() -> Scenario:
         "Tensor-parallel all-reduces run four times per layer per micro-batch inside a node "
         "on NVLink; pipeline send/recv and the data-parallel reduce-scatter cross nodes on the "
         "network, once per micro-batch and once per step",
-        f"More stages add a bubble of {float(sheet.bubble_fraction):.1%} with "
-        f"{sheet.microbatches} micro-batches, and TP beyond one node would put per-layer "
-        "collectives on the slow link",
-        "I would confirm first-stage memory with max_memory_allocated and check in a profiler "
-        "trace that TP collectives run at NVLink bandwidth and the reduce-scatter overlaps",
+        f"The step is compute-bound: about {step.seconds:.0f} s, {step.mfu:.0%} MFU, "
+        f"{step.days(2 * 10**12):.0f} days for 2T tokens; exposed TP traffic is "
+        f"{step.breakdown.tp / step.seconds:.0%} of it and the bubble "
+        f"{float(sheet.bubble_fraction):.1%} with {sheet.microbatches} micro-batches, so a "
+        "smaller TP group with an interleaved pipeline is the first thing to try",
+        "I would confirm first-stage memory with max_memory_allocated and compare one step's "
+        "profile with the estimate: GEMM time against exposed NCCL time on the compute stream",
     )
 
 

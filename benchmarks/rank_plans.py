@@ -1,0 +1,25 @@
+"""Benchmark: rank every feasible plan for Llama 3 405B on 16,384 H100s by step time.
+
+Run: ``PYTHONPATH=labs_src python benchmarks/rank_plans.py``. Issue 13 asks for
+under one second; this prints the time, it is not a timed test.
+"""
+
+from __future__ import annotations
+
+import time
+
+from infralens.ranking import rank_plans, render
+from infralens.topology import Cluster
+
+
+def main() -> None:
+    cluster = Cluster.from_node_shape("2048_nodes_x_8_gpus", "dgx-h100")
+    start = time.perf_counter()
+    best = rank_plans("llama3.1-405b", cluster, seq_len=8192, global_batch_size=2048)
+    elapsed = time.perf_counter() - start
+    print(render(best))
+    print(f"ranked in {elapsed:.2f} s for {cluster.world_size} GPUs")
+
+
+if __name__ == "__main__":
+    main()

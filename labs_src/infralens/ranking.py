@@ -1,0 +1,121 @@
+"""Rank every feasible plan for a model on a cluster by predicted step time.
+
+:func:`rank_plans` walks :func:`infralens.plan.enumerate_plans` (TP inside a
+node), keeps the plans whose degrees divide the model and the batch and
+whose busiest GPU fits its HBM, prices each with
+:func:`infralens.step.estimate` under Megatron's distributed optimizer
+(ZeRO-1) and under FSDP (ZeRO-3), with selective or full recomputation and,
+where the layers allow, interleaving, and returns the fastest.
+
+>>> from infralens.topology import Cluster
+>>> c = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+>>> best = rank_plans("llama3-70b", c, seq_len=4096, global_batch_size=512, top=3)
+>>> len(best), best[0].estimate.seconds <= best[-1].estimate.seconds
+(3, True)
+>>> rank_plans("llama3.1-405b", Cluster.from_node_shape("1_node_x_8_gpus"), seq_len=8192,
+...            global_batch_size=8)
+Traceback (most recent call last):
+...
+ValueError: no feasible plan: every plan failed a divisibility or memory check
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infralens._validate import positive_int
+from infralens.memory import _model
+from infralens.model import TransformerConfig
+from infralens.plan import ParallelPlan, enumerate_plans
+from infralens.step import Estimate, estimate
+from infralens.topology import Cluster
+
+__all__ = ["RankedPlan", "rank_plans", "render"]
+
+
+@dataclass(frozen=True)
+class RankedPlan:
+    """A feasible plan, the options it was priced with, and its estimate."""
+
+    plan: ParallelPlan
+    schedule: str
+    chunks: int
+    zero_stage: int
+    recompute: str
+    estimate: Estimate
+
+
+def _options(m: TransformerConfig, pp: int) -> list[tuple[str, int]]:
+    out = [("1f1b", 1)]
+    if pp > 1:
+        out += [("interleaved", v) for v in (2, 4, 5) if m.layers % (pp * v) == 0]
+    return out
+
+
+def rank_plans(
+    model: TransformerConfig | str,
+    cluster: Cluster,
+    *,
+    seq_len: int,
+    global_batch_size: int,
+    micro_batch_size: int = 1,
+    top: int = 10,
+    max_cp: int = 8,
+) -> list[RankedPlan]:
+    """The *top* fastest feasible plans, fastest first.
+
+    Feasible: degrees multiply to the cluster, layers divide by pp·v, heads
+    and kv_heads by tp, the sequence by cp, the batch into micro-batches per
+    replica, and the busiest GPU fits its HBM.
+
+    Raises ``ValueError`` when no plan is feasible or a size is below 1.
+    """
+    m = _model(model)
+    n = positive_int("top", top)
+    found: list[RankedPlan] = []
+    for plan in enumerate_plans(cluster.world_size, cluster.gpus_per_node, max_cp=max_cp):
+        if m.layers % plan.pp or m.heads % plan.tp or m.kv_heads % plan.tp or seq_len % plan.cp:
+            continue
+        if global_batch_size % (micro_batch_size * plan.dp):
+            continue
+        best: RankedPlan | None = None
+        for schedule, chunks in _options(m, plan.pp):
+            for zero in (1, 3):
+                for recompute in ("selective", "full"):
+                    try:
+                        e = estimate(
+                            m, plan, cluster, seq_len=seq_len,
+                            global_batch_size=global_batch_size,
+                            micro_batch_size=micro_batch_size, recompute=recompute,
+                            schedule=schedule, chunks=chunks, zero_stage=zero,
+                        )  # fmt: skip
+                    except ValueError:
+                        continue
+                    if best is None or e.seconds < best.estimate.seconds:
+                        best = RankedPlan(plan, schedule, chunks, zero, recompute, e)
+                    break  # full recomputation is only worth trying when selective fails
+        if best is not None:
+            found.append(best)
+    if not found:
+        raise ValueError("no feasible plan: every plan failed a divisibility or memory check")
+    found.sort(key=lambda r: r.estimate.seconds)
+    return found[:n]
+
+
+def render(ranked: list[RankedPlan]) -> str:
+    """The ranking as a Markdown table."""
+    lines = [
+        "| # | tp | cp | pp | dp | schedule | ZeRO | recompute | step (s) | tokens/s/GPU "
+        "| MFU | GB/GPU | bound by |",
+        "| ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for i, r in enumerate(ranked, start=1):
+        e, p = r.estimate, r.plan
+        sched = r.schedule if r.chunks == 1 else f"{r.schedule} v={r.chunks}"
+        mem = "–" if e.memory_bytes is None else f"{e.memory_bytes / 1e9:.1f}"
+        lines.append(
+            f"| {i} | {p.tp} | {p.cp} | {p.pp} | {p.dp} | {sched} | {r.zero_stage} | "
+            f"{r.recompute} | {e.seconds:.2f} | {e.tokens_per_second_per_gpu:,.0f} | "
+            f"{e.mfu:.1%} | {mem} | {e.bottleneck} |"
+        )
+    return "\n".join(lines)

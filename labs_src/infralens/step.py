@@ -1,0 +1,314 @@
+"""Step time and MFU: compute, exposed communication and the bubble on one clock.
+
+:func:`estimate` prices one optimizer step of a dense transformer on a
+plan and a cluster. Every term is a model of what a named framework does:
+
+- **compute** (:mod:`infralens.compute`): executed FLOPs per GPU (causal
+  attention counted as FlashAttention runs it, recomputation adding its
+  forward) at the measured BF16 matmul ceiling of the GPU.
+- **TP** (Megatron-Core, no ``tp_comm_overlap``): per layer and
+  micro-batch, two all-gathers and two reduce-scatters of the
+  ``b·s/cp × h`` activation forward and again backward with sequence
+  parallelism (two all-reduces each way without); a full recomputation
+  repeats the forward ones. Nothing hides them: they sit between GEMMs.
+- **CP** (Megatron-Core/Transformer Engine ring attention): ``cp − 1``
+  exchanges of this rank's K and V (kv_heads, GQA) forward, K, V and their
+  gradients backward, overlapped with the attention blocks; only the part
+  longer than attention is exposed.
+- **PP** (Megatron-Core 1F1B or interleaved): the bubble (p − 1)/(v·m) of
+  the work per micro-batch, and point-to-point sends of the
+  ``b·s/(tp·cp) × h`` shard sequence parallelism leaves on each rank;
+  1F1B waits for each send, interleaving (``overlap_p2p_comm``) hides all
+  but the warm-up ones.
+- **DP** (Megatron-Core DDP with ``overlap_grad_reduce`` and
+  ``overlap_param_gather``, as NVIDIA's performance recipes set them):
+  gradients reduced in fp32 (Megatron's bf16 default,
+  ``accumulate_allreduce_grads_in_fp32``), overlapped with the last
+  micro-batch's backward except the last bucket; with the distributed
+  optimizer (ZeRO-1) the bf16 parameters are gathered behind the next
+  forward the same way.
+- **FSDP** (``zero_stage=3``, FSDP2 as torchtitan runs it): per layer a
+  bf16 all-gather forward and backward and an fp32 reduce-scatter, each
+  hidden behind that layer's compute when shorter.
+- **optimizer**: Adam reads and writes about 30 bytes per local parameter
+  (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth.
+
+>>> from infralens.plan import ParallelPlan
+>>> from infralens.topology import Cluster
+>>> c = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+>>> e = estimate("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
+...              global_batch_size=512, micro_batch_size=1)
+>>> e.bottleneck, round(e.seconds, 1), round(e.mfu, 2)
+('compute', 28.4, 0.52)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from infralens._validate import check_choice, positive_int
+from infralens.batch import grad_accum_steps_for
+from infralens.compute import (
+    MAMF_BF16,
+    RECOMPUTE_MODES,
+    hardware_flops_per_token,
+    model_flops_per_token,
+)
+from infralens.fit import gpu_memory, shortfall
+from infralens.hardware import GPUS
+from infralens.memory import _model, activation_bytes
+from infralens.model import TransformerConfig
+from infralens.nccl import predict
+from infralens.pipeline import bubble_fraction
+from infralens.plan import ParallelPlan
+from infralens.topology import Cluster
+
+__all__ = ["SCHEDULES", "Breakdown", "Estimate", "estimate", "group_of"]
+
+SCHEDULES = ("1f1b", "interleaved")
+"""Megatron-Core's pipeline schedules: one chunk per stage, or ``chunks`` chunks (v)."""
+
+DP_BUCKET_PARAMS = 40_000_000
+"""Megatron-Core's default DDP bucket: max(40M, 1M·dp) parameters (``bucket_size``)."""
+
+ADAM_BYTES_PER_PARAM = 30
+"""Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
+param, m, v (12), write the bf16 copy (2)."""
+
+RECIPE = {0: "megatron-bf16", 1: "megatron-bf16-distopt", 2: "megatron-bf16-distopt", 3: "fsdp2"}
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Seconds per step on the critical path, by cause; they add up to the step."""
+
+    compute: float
+    tp: float
+    cp: float
+    ep: float
+    pp_bubble: float
+    pp_p2p: float
+    dp: float
+    optimizer: float
+
+    def items(self) -> list[tuple[str, float]]:
+        """(name, seconds) pairs in field order."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+
+    @property
+    def total(self) -> float:
+        """The step: the sum of every term."""
+        return sum(v for _, v in self.items())
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One predicted step: time, throughput, utilisation and where the time goes."""
+
+    seconds: float
+    mfu: float
+    hfu: float
+    tflops_per_gpu: float
+    tokens_per_second_per_gpu: float
+    microbatches: int
+    breakdown: Breakdown
+    memory_bytes: int | None
+
+    @property
+    def bottleneck(self) -> str:
+        """The largest term of ``breakdown``."""
+        return max(self.breakdown.items(), key=lambda kv: kv[1])[0]
+
+    gpus: int
+
+    def days(self, tokens: int) -> float:
+        """Days to train on *tokens* tokens at this throughput on ``gpus`` GPUs.
+
+        days = tokens / (tokens/s per GPU · GPUs) / 86,400
+        """
+        t = positive_int("tokens", tokens)
+        return t / (self.tokens_per_second_per_gpu * self.gpus) / 86400
+
+
+def group_of(plan: ParallelPlan, axis: str) -> list[int]:
+    """The *axis* group through rank 0, built without listing every group.
+
+    >>> group_of(ParallelPlan(tp=8, pp=4, dp=2), "pp")
+    [0, 16, 32, 48]
+    """
+    return [plan.rank(**{axis: i}) for i in range(getattr(plan, axis))]
+
+
+def _t(op: str, nbytes: int, cluster: Cluster, ranks: list[int]) -> float:
+    return predict(op, nbytes, cluster, ranks).seconds if len(ranks) > 1 and nbytes else 0.0
+
+
+def estimate(
+    model: TransformerConfig | str,
+    plan: ParallelPlan,
+    cluster: Cluster,
+    *,
+    seq_len: int,
+    global_batch_size: int,
+    micro_batch_size: int,
+    sequence_parallel: bool = True,
+    recompute: str = "selective",
+    schedule: str = "1f1b",
+    chunks: int = 1,
+    zero_stage: int = 1,
+    attention: str = "flash",
+    check_memory: bool = True,
+) -> Estimate:
+    """Predict one training step of *model* on *plan* and *cluster* (see the module text).
+
+    step = compute + TP + CP + bubble + p2p + exposed DP/FSDP + optimizer
+    MFU  = (6N + 12·L·h·s) · tokens per step / step / GPUs / dense peak
+
+    >>> from infralens.topology import Cluster
+    >>> c = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
+    >>> e = estimate("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=16,
+    ...              micro_batch_size=2, zero_stage=3, recompute="full")
+    >>> e.bottleneck, e.microbatches
+    ('compute', 1)
+    >>> estimate("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=12,
+    ...          micro_batch_size=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: global_batch_size must divide by micro_batch_size * dp_size: 12 % (1 * 8) = 4
+
+    Raises ``ValueError`` if the plan does not fill the cluster, the batch
+    does not split into micro-batches per replica, the model does not fit
+    the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
+    *recompute* or *zero_stage* is unknown.
+    """
+    m = _model(model)
+    if not isinstance(plan, ParallelPlan):
+        raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
+    plan.check_world_size(cluster.world_size)
+    if plan.ep != 1:
+        raise ValueError(f"ep must be 1: the step model is for dense models, got {plan.ep}")
+    s = positive_int("seq_len", seq_len)
+    b = positive_int("micro_batch_size", micro_batch_size)
+    mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
+    sched = check_choice("schedule", schedule, SCHEDULES)
+    v = positive_int("chunks", chunks)
+    if sched == "1f1b" and v != 1:
+        raise ValueError(f"chunks must be 1 for the 1f1b schedule, got {v}")
+    if zero_stage not in RECIPE or isinstance(zero_stage, bool):
+        raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {zero_stage!r}")
+    if s % plan.cp:
+        raise ValueError(f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}")
+    n_mb = grad_accum_steps_for(
+        global_batch_size=global_batch_size, micro_batch_size=b, dp_size=plan.dp
+    )
+    gpu_key = next(k for k, g in GPUS.items() if g == cluster.system.gpu)
+    check_choice("gpu", gpu_key, tuple(MAMF_BF16))
+    gpu = cluster.system.gpu
+    memory = None
+    if m.layers % (plan.pp * v) == 0 and m.heads % plan.tp == 0:
+        mem = gpu_memory(
+            m, plan, RECIPE[zero_stage], seq_len=s, micro_batch_size=b, recompute=mode,
+            sequence_parallel=sequence_parallel and plan.tp > 1,
+            stack="pytorch" if zero_stage == 3 and mode != "selective" else "megatron",
+        )  # fmt: skip
+        memory = mem.total
+        over = shortfall(mem, gpu_key)
+        if over > 0 and check_memory:
+            raise ValueError(
+                f"model does not fit: {memory / 1e9:.1f} GB per GPU, "
+                f"{over / 1e9:.1f} GB over the {gpu.hbm_bytes / 1e9:.0f} GB of HBM"
+            )
+
+    shards = plan.tp * plan.cp * plan.pp
+    tokens_mb = b * s
+    ceiling = MAMF_BF16[gpu_key]
+    causal = check_choice("attention", attention, ("flash", "materialized")) == "flash"
+    flops = hardware_flops_per_token(m, seq_len=s, recompute=mode, causal=causal)
+    # Element-wise kernels (norms, activations, softmax, residuals) move the bytes the layer
+    # saves for backward: written and re-read forward, read and its gradient written backward
+    # (4 passes; 5 with full recomputation), at HBM bandwidth, not at matmul speed.
+    saved = activation_bytes(
+        m, seq_len=s // plan.cp, micro_batch_size=b, tp=plan.tp,
+        sequence_parallel=sequence_parallel and plan.tp > 1, attention=attention,
+    )  # fmt: skip
+    passes_ew = 5 if mode == "full" else 4
+    elementwise = passes_ew * saved * m.layers / plan.pp / gpu.hbm_bytes_per_s
+    t_mb = flops * tokens_mb / shards / ceiling + elementwise
+    compute = n_mb * t_mb
+    layers = m.layers / plan.pp
+    e = 2  # bf16 activations and parameters
+
+    # TP: the collectives between GEMMs; nbytes is the whole b·(s/cp)·h buffer.
+    tp = 0.0
+    if plan.tp > 1:
+        g, act = group_of(plan, "tp"), b * (s // plan.cp) * m.hidden * e
+        passes = 3 if mode == "full" else 2
+        if sequence_parallel:
+            one = _t("all_gather", act, cluster, g) + _t("reduce_scatter", act, cluster, g)
+            tp = 2 * one * passes * layers * n_mb
+        else:
+            tp = 2 * _t("all_reduce", act, cluster, g) * passes * layers * n_mb
+
+    # CP: ring exchange of K/V (kv heads split over tp), hidden behind attention.
+    cp = 0.0
+    if plan.cp > 1:
+        g = group_of(plan, "cp")
+        kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * e // min(plan.tp, m.kv_heads)
+        ring = 3 * (plan.cp - 1) * _t("send_recv", kv, cluster, g[:2])
+        attn = 12 * m.hidden * s // 2 * tokens_mb / plan.tp / plan.cp / ceiling
+        cp = max(0.0, ring - attn) * layers * n_mb
+
+    # PP: the bubble over the per-micro-batch work, and the activation sends.
+    pp_bubble = pp_p2p = 0.0
+    if plan.pp > 1:
+        work = compute + tp + cp
+        pp_bubble = float(bubble_fraction(stages=plan.pp, microbatches=n_mb, chunks=v)) * work
+        shard = b * (s // plan.cp) * m.hidden * e // (plan.tp if sequence_parallel else 1)
+        send = _t("send_recv", shard, cluster, group_of(plan, "pp")[:2])
+        pp_p2p = (2 * n_mb if sched == "1f1b" else plan.pp - 1) * send
+
+    # DP / FSDP: gradient reduction in fp32, parameter gathers in bf16.
+    local = m.num_params() / (plan.tp * plan.pp)
+    dp = 0.0
+    if plan.dp > 1:
+        g = group_of(plan, "dp")
+        if zero_stage == 3:
+            per_layer = int(local / layers) if layers else 0
+            comm = 2 * _t("all_gather", per_layer * e, cluster, g)
+            comm += _t("reduce_scatter", per_layer * 4, cluster, g)
+            hide = t_mb / layers
+            dp = max(0.0, comm - hide) * layers + _t("all_gather", per_layer * e, cluster, g)
+            dp *= n_mb
+        else:
+            frac = min(1.0, max(DP_BUCKET_PARAMS, 10**6 * plan.dp) / local)
+            grads = _t("all_reduce" if zero_stage == 0 else "reduce_scatter",
+                       int(local * 4), cluster, g)  # fmt: skip
+            backward = t_mb * 2 / 3
+            dp = max(grads - backward, grads * frac)
+            if zero_stage >= 1:
+                gather = _t("all_gather", int(local * e), cluster, g)
+                dp += max(gather - t_mb / 3, gather * frac)
+
+    shard_params = local / (plan.dp if zero_stage >= 1 else 1)
+    optimizer = shard_params * ADAM_BYTES_PER_PARAM / gpu.hbm_bytes_per_s
+
+    parts = Breakdown(compute, tp, cp, 0.0, pp_bubble, pp_p2p, dp, optimizer)
+    seconds = parts.total
+    tokens = global_batch_size * s
+    world = cluster.world_size
+    model_rate = model_flops_per_token(m, seq_len=s) * tokens / seconds / world
+    hw_flops = hardware_flops_per_token(m, seq_len=s, recompute=mode, causal=False)
+    hw_rate = hw_flops * tokens / seconds / world
+    return Estimate(
+        seconds=seconds,
+        mfu=model_rate / gpu.bf16_flops,
+        hfu=hw_rate / gpu.bf16_flops,
+        tflops_per_gpu=model_rate / 1e12,
+        tokens_per_second_per_gpu=tokens / seconds / world,
+        microbatches=n_mb,
+        breakdown=parts,
+        memory_bytes=memory,
+        gpus=world,
+    )

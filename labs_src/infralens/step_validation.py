@@ -1,0 +1,160 @@
+"""Published training runs against :func:`infralens.step.estimate`: every row and its error.
+
+``tests/data/training_runs.csv`` holds published throughput of real training
+runs, each with its source, hardware, model, plan, batch and what had to be
+assumed where the source is silent. :func:`check_run` predicts the step and
+turns it into the figure the source printed, counted the source's way:
+
+- ``tflops_megatron``: Narayanan et al. (2021) Eq. 3 FLOPs (recomputation
+  included, full s² attention) per second per GPU;
+- ``tflops_palm``: PaLM's model FLOPs, 6N + 12·L·h·s per token (Llama 3's
+  Table 4 cites PaLM for its MFU);
+- ``tokens_per_s``: tokens per second per GPU.
+
+The test suite and the "Validated against measurements" page both call it.
+
+>>> rows = load_runs("tests/data/training_runs.csv")
+>>> c = check_run(next(r for r in rows if r.run_id == "llama3-405b-8k-8192"))
+>>> c.row.published, c.predicted > 0
+(430.0, True)
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from infralens._validate import check_choice
+from infralens.hardware import SYSTEMS
+from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
+from infralens.plan import ParallelPlan
+from infralens.step import estimate
+from infralens.topology import Cluster
+
+__all__ = ["METRICS", "RunCheck", "TrainingRun", "check_run", "load_runs", "markdown_report"]
+
+METRICS = ("tflops_megatron", "tflops_palm", "tokens_per_s")
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One published training throughput with its configuration and provenance."""
+
+    run_id: str
+    source: str
+    url: str
+    hardware: str
+    system: str
+    gpus: int
+    model: str
+    seq_len: int
+    global_batch: int
+    micro_batch: int
+    tp: int
+    pp: int
+    cp: int
+    dp: int
+    schedule: str
+    chunks: int
+    recompute: str
+    sequence_parallel: bool
+    zero_stage: int
+    attention: str
+    metric: str
+    published: float
+    assumptions: str
+
+    def config(self) -> TransformerConfig:
+        """The model: a preset key, or ``gpt:layers:hidden:heads`` for Megatron's GPT shapes
+        (4h MLP, biases, learned positions, tied output, V = 51,200)."""
+        if not self.model.startswith("gpt:"):
+            return PRESETS[check_choice("model", self.model, tuple(PRESETS))]
+        layers, hidden, heads = (int(x) for x in self.model.split(":")[1:])
+        return TransformerConfig(
+            layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
+            vocab_size=51200, seq_len=self.seq_len, tied_embeddings=True, bias=True,
+            learned_positions=True,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """A run, the predicted figure in the source's units, and ``predicted / published - 1``."""
+
+    row: TrainingRun
+    predicted: float
+    error: float
+    seconds: float
+    bottleneck: str
+
+
+def load_runs(path: str | Path) -> list[TrainingRun]:
+    """Read the training-run CSV at *path*.
+
+    Raises ``ValueError`` naming the path and line for a malformed row.
+    """
+    rows = []
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        for line, r in enumerate(csv.DictReader(f), start=2):
+            try:
+                ints = {k: int(r[k]) for k in ("gpus", "seq_len", "global_batch", "micro_batch",
+                        "tp", "pp", "cp", "dp", "chunks", "zero_stage")}  # fmt: skip
+                rows.append(TrainingRun(
+                    r["run_id"], r["source"], r["url"], r["hardware"],
+                    check_choice("system", r["system"], tuple(SYSTEMS)), ints["gpus"], r["model"],
+                    ints["seq_len"], ints["global_batch"], ints["micro_batch"], ints["tp"],
+                    ints["pp"], ints["cp"], ints["dp"], r["schedule"], ints["chunks"],
+                    r["recompute"], r["sequence_parallel"] == "true", ints["zero_stage"],
+                    r["attention"], check_choice("metric", r["metric"], METRICS),
+                    float(r["published"]), r["assumptions"],
+                ))  # fmt: skip
+            except (KeyError, ValueError) as exc:
+                raise ValueError(f"{path}: line {line}: {exc}") from None
+    return rows
+
+
+def check_run(row: TrainingRun) -> RunCheck:
+    """Predict *row*'s step and express it in the metric its source printed."""
+    system = SYSTEMS[row.system]
+    cluster = Cluster(row.gpus // system.gpus_per_node, system.gpus_per_node, system)
+    order = "tp-cp-pp-dp" if row.run_id.startswith("llama3-405b") else "tp-cp-dp-pp"
+    plan = ParallelPlan(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, order=order)
+    model = row.config()
+    e = estimate(
+        model, plan, cluster, seq_len=row.seq_len, global_batch_size=row.global_batch,
+        micro_batch_size=row.micro_batch, sequence_parallel=row.sequence_parallel,
+        recompute=row.recompute, schedule=row.schedule, chunks=row.chunks,
+        zero_stage=row.zero_stage, attention=row.attention, check_memory=False,
+    )  # fmt: skip
+    if row.metric == "tflops_megatron":
+        flops = megatron_flops_per_iteration(
+            batch_size=row.global_batch, seq_len=row.seq_len, layers=model.layers,
+            hidden=model.hidden, vocab_size=model.vocab_size,
+        )  # fmt: skip
+        value = flops / e.seconds / row.gpus / 1e12
+    elif row.metric == "tflops_palm":
+        value = e.tflops_per_gpu
+    else:
+        value = e.tokens_per_second_per_gpu
+    return RunCheck(row, value, value / row.published - 1, e.seconds, e.bottleneck)
+
+
+def markdown_report(checks: list[RunCheck]) -> str:
+    """One table row per published run: configuration, published, predicted, error, source."""
+    units = {"tflops_megatron": "TFLOP/s/GPU (Eq. 3)", "tflops_palm": "TFLOP/s/GPU (PaLM)",
+             "tokens_per_s": "tokens/s/GPU"}  # fmt: skip
+    lines = [
+        "| run | hardware | GPUs | tp·cp·pp·dp | batch × seq | metric | published | predicted "
+        "| error | bound by | source |",
+        "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for c in checks:
+        r = c.row
+        lines.append(
+            f"| {r.run_id} | {r.hardware} | {r.gpus:,} | {r.tp}·{r.cp}·{r.pp}·{r.dp} | "
+            f"{r.global_batch:,} × {r.seq_len:,} | {units[r.metric]} | {r.published:,.0f} | "
+            f"{c.predicted:,.0f} | {100 * c.error:+.0f} % | {c.bottleneck} | "
+            f"[{r.source}]({r.url}) |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,170 @@
+"""The worksheet's records: the workload, the axis and communication rows, the filled sheet.
+
+:func:`infralens.design.fill_worksheet` fills these; they hold no pricing
+logic beyond resolving the workload's model.
+
+>>> Workload(num_params=68_976_648_192, layers=80, hidden=8192, heads=64, seq_len=4096,
+...          micro_batch_size=1, global_batch_size=512).config().kv_heads   # Llama 2 70B
+8
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from infralens._validate import check_choice, positive_int
+from infralens.fit import HBM_BYTES
+from infralens.memory import RECOMPUTE, bytes_per_parameter
+from infralens.model import PRESETS, TransformerConfig
+from infralens.plan import ParallelPlan
+from infralens.step import Estimate
+from infralens.zero import STAGES
+
+__all__ = ["REASONS", "RECIPE_STAGE", "STEP_TERMS", "AxisRow", "CommRow", "Workload", "Worksheet"]
+
+RECIPE_STAGE = {
+    "megatron-bf16": 0,
+    "megatron-bf16-distopt": 1,
+    "megatron-fp8-distopt": 1,
+    "fsdp2": 3,
+    "ddp": 0,
+    "ddp-bucket-view": 0,
+}
+"""The ZeRO stage whose collectives each recipe runs; ``zero-paper`` takes any stage."""
+
+REASONS = {
+    "tp": "splits every layer's matrices; needs the fastest link",
+    "cp": "splits the sequence of every layer; exchanges K/V per layer",
+    "pp": "splits depth into stages; only neighbours talk",
+    "dp": "replicas (sharded by ZeRO) over the rest; one sync per step",
+    "zero": "shards optimizer state (ZeRO-1/2) or everything (ZeRO-3/FSDP) over the DP group",
+}
+
+STEP_TERMS = {
+    "compute": "compute (GEMMs and attention)",
+    "tp": "exposed TP communication",
+    "cp": "exposed CP communication",
+    "ep": "exposed EP communication",
+    "pp_bubble": "pipeline bubble",
+    "pp_p2p": "pipeline send/recv",
+    "dp": "exposed DP/FSDP communication",
+    "optimizer": "optimizer step",
+}
+"""How each term of :class:`infralens.step.Breakdown` is named on the worksheet."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A dense transformer training job: model shape, batch and memory options."""
+
+    num_params: int
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    micro_batch_size: int
+    global_batch_size: int
+    zero_stage: int = 1
+    recompute: str = "selective"
+    sequence_parallel: bool = True
+    bytes_per_element: int = 2
+    recipe: str = "zero-paper"
+    gpu: str = "h100-sxm5-80gb"
+    model: str = ""
+    schedule: str = "1f1b"
+    chunks: int = 1
+    token_budget: int = 2 * 10**12
+
+    def config(self) -> TransformerConfig:
+        """The model the step is priced for: the ``model`` field's preset, else the preset whose
+        size and shape match, else a GPT-shaped stand-in (4h MLP, kv heads = heads) whose
+        vocabulary makes up the parameter count."""
+        if self.model:
+            return PRESETS[check_choice("model", self.model, tuple(PRESETS))]
+        for preset in PRESETS.values():
+            shape = (preset.num_params(), preset.layers, preset.hidden, preset.heads)
+            if shape == (self.num_params, self.layers, self.hidden, self.heads):
+                return preset
+        h = self.hidden
+        body = self.layers * (12 * h * h + 4 * h) + h
+        vocab = max(1, (self.num_params - body) // (2 * h))
+        return TransformerConfig(layers=self.layers, hidden=h, heads=self.heads,
+                                 kv_heads=self.heads, ffn_hidden=4 * h, vocab_size=vocab,
+                                 seq_len=self.seq_len, norm="rmsnorm")  # fmt: skip
+
+    def __post_init__(self) -> None:
+        for name in (
+            "num_params",
+            "layers",
+            "hidden",
+            "heads",
+            "seq_len",
+            "micro_batch_size",
+            "global_batch_size",
+            "bytes_per_element",
+            "chunks",
+            "token_budget",
+        ):
+            positive_int(name, getattr(self, name))
+        if self.zero_stage not in STAGES:
+            raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {self.zero_stage!r}")
+        check_choice("recompute", self.recompute, RECOMPUTE)
+        check_choice("gpu", self.gpu, tuple(HBM_BYTES))
+        bytes_per_parameter(self.recipe)  # validates the name
+        stage = RECIPE_STAGE.get(self.recipe)
+        if stage is not None and stage != self.zero_stage:
+            raise ValueError(
+                f"recipe {self.recipe!r} shards like ZeRO stage {stage}; set zero_stage to {stage}"
+            )
+
+
+@dataclass(frozen=True)
+class AxisRow:
+    """One row of the axis table."""
+
+    axis: str
+    degree: int
+    placement: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CommRow:
+    """One row of the communication table; bytes and seconds are per GPU per step."""
+
+    axis: str
+    collective: str
+    frequency: str
+    link: str
+    bytes_per_step: Fraction
+    seconds_per_step: Fraction
+    risk: str
+
+
+@dataclass(frozen=True)
+class Worksheet:
+    """The filled worksheet for one plan."""
+
+    plan: ParallelPlan
+    axes: tuple[AxisRow, ...]
+    comms: tuple[CommRow, ...]
+    model_state_bytes: int
+    activation_bytes: int
+    microbatches: int
+    bubble_fraction: Fraction
+    bottleneck: str
+    recipe: str = "zero-paper"
+    capacity_bytes: int = HBM_BYTES["h100-sxm5-80gb"]
+    step: Estimate | None = None
+    token_budget: int = 2 * 10**12
+
+    @property
+    def memory_bytes(self) -> int:
+        """Model states plus activations per GPU (no buffers or fragmentation)."""
+        return self.model_state_bytes + self.activation_bytes
+
+    @property
+    def shortfall_bytes(self) -> int:
+        """Bytes by which :attr:`memory_bytes` exceeds the GPU's HBM; negative when it fits."""
+        return self.memory_bytes - self.capacity_bytes
