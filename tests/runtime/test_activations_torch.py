@@ -119,7 +119,8 @@ def _titan_policy():  # type: ignore[no-untyped-def]
         mode = "recompute" if ctx.is_recompute else "forward"
         if func == torch.ops.aten.mm.default:
             counts[mode] += 1
-        save = func in SAC_SAVE and not (func == torch.ops.aten.mm.default and counts[mode] % 2 == 0)
+        every_second_mm = func == torch.ops.aten.mm.default and counts[mode] % 2 == 0
+        save = func in SAC_SAVE and not every_second_mm
         return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
 
     return policy

@@ -49,9 +49,9 @@ def _units(vocab: int, dims: tuple[int, ...]) -> tuple[Unit, list[Unit]]:
 def _measure(rank: int, world: int, vocab: int, dims: tuple[int, ...]) -> Footprint:
     import torch
     from torch import nn
-    from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
 
     def unsharded(model: nn.Module) -> int:
         storages: dict[int, int] = {}
@@ -110,8 +110,8 @@ def _measure(rank: int, world: int, vocab: int, dims: tuple[int, ...]) -> Footpr
     dtypes: set[tuple[str, torch.dtype]] = set()
 
     def sample(*extra: torch.Tensor) -> None:
-        held = [fp._unsharded_param.grad for g in groups for fp in g.fsdp_params
-                if hasattr(fp, "_unsharded_param") and fp._unsharded_param.grad is not None]  # fmt: skip
+        params = [fp for g in groups for fp in g.fsdp_params if hasattr(fp, "_unsharded_param")]
+        held = [fp._unsharded_param.grad for fp in params if fp._unsharded_param.grad is not None]
         held += [st.reduce_scatter_input for st in groups[0].comm_ctx.reduce_scatter_states]
         storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
                     for t in [*held, *extra]}  # fmt: skip
