@@ -114,6 +114,17 @@ def test_sequence_parallel_differs_by_the_gathered_column_inputs() -> None:
     assert gap == 2 * 2 * s * h * (t - 1) // t + 2 * s * f // t
 
 
+def test_pytorch_selective_sits_between_full_and_none() -> None:
+    # torchtitan's policy keeps a strict subset of what eager autograd saves, and more than
+    # the layer input that full recomputation keeps.
+    run = {"seq_len": 4096, "micro_batch_size": 2, "stack": "pytorch"}
+    for model in ("llama3-8b", "llama3-70b"):
+        none = activation_bytes(model, **run)  # type: ignore[arg-type]
+        sel = activation_bytes(model, recompute="selective", **run)  # type: ignore[arg-type]
+        full = activation_bytes(model, recompute="full", **run)  # type: ignore[arg-type]
+        assert full < sel < none
+
+
 def test_logits_are_fp32_per_vocabulary_entry() -> None:
     v = PRESETS["llama3-8b"].vocab_size
     assert logits_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, tp=8) == 8192 * v // 2
@@ -128,7 +139,9 @@ def test_logits_are_fp32_per_vocabulary_entry() -> None:
         ({"tp": 3}, "heads must be divisible by tp"),
         ({"seq_len": -1}, "seq_len must be >= 1"),
         ({"stack": "jax"}, "stack must be one of"),
-        ({"stack": "pytorch", "recompute": "selective"}, "selective"),
+        ({"stack": "pytorch", "recompute": "selective", "tp": 2}, "selective"),
+        ({"stack": "pytorch", "recompute": "selective", "dropout": True}, "selective"),
+        ({"stack": "pytorch", "recompute": "selective", "attention": "materialized"}, "flash"),
         ({"tp": 2, "sequence_parallel": True, "seq_len": 7}, "seq_len must be divisible by tp"),
     ],
 )

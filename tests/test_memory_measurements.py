@@ -4,10 +4,16 @@ The rows are torchtitan's Llama 3.1 8B FSDP runs on 8 and 128 H100s (same
 local batch, sequence and activation checkpointing). Two comparisons:
 
 - each measurement lies between the FSDP2 prediction with full recomputation
-  and without recomputation (torchtitan's op-level selective checkpointing,
-  which the package does not model, sits between the two), and
-- the difference between the two runs, where activations, logits and the
-  gathered root cancel, is the model-state saving of sharding 8 versus 128
+  and without recomputation, and above the prediction with torchtitan's
+  op-level selective checkpointing, the policy the runs used. The selective
+  prediction is about a quarter below both rows (76% and 72% of them when
+  written): the measurement is reserved memory, which holds the allocator's
+  cache, and the model leaves out the fixed costs and transient tensors of
+  backward other than FSDP2's gradient buffers (the logits' gradient, for
+  one); the check is one-sided for that reason, and
+- the difference between the two runs, where activations, logits, the
+  gathered root and the gradient buffers cancel, is the model-state saving
+  of sharding 8 versus 128
   ways; the prediction must be within 10% of the measured difference. The
   miss is close to that bound (about 9% under, at the time of writing); the
   measurement is reserved memory, which also holds the allocator's cache,
@@ -50,6 +56,11 @@ def test_every_row_has_its_provenance() -> None:
 def test_measurements_lie_between_full_and_no_recomputation() -> None:
     for dp, measured in rows().items():
         assert predict(dp, "full") < measured < predict(dp, "none"), dp
+
+
+def test_measurements_lie_above_the_selective_prediction() -> None:
+    for dp, measured in rows().items():
+        assert predict(dp, "full") < predict(dp, "selective") < measured, dp
 
 
 def test_the_difference_between_8_and_128_ranks_is_the_model_state_saving() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.fsdp import Unit, peak_unsharded_bytes
+from infralens.fsdp import Unit, gradient_buffer_peak, peak_unsharded_bytes
 from infralens.zero import model_state_bytes
 
 # 32 blocks of four 4096 x 4096 matrices: about 2.1B parameters.
@@ -15,6 +15,8 @@ ranks = [2, 4, 8, 16, 32, 64]
 ddp = [model_state_bytes(psi, dp_size=n, stage=0) / 10**9 for n in ranks]
 shards = [model_state_bytes(psi, dp_size=n, stage=3) / 10**9 for n in ranks]
 window = [peak_unsharded_bytes(blocks, n) / 10**9 for n in ranks]
+no_root = Unit("none", ((0,),))
+grads = [gradient_buffer_peak(no_root, blocks, n) / 10**9 for n in ranks]
 
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 x = range(len(ranks))
@@ -27,6 +29,14 @@ ax.bar(
     bottom=shards,
     color=PALETTE[1],
     label="FSDP: gathered window (2 blocks)",
+)
+ax.bar(
+    [i + 0.2 for i in x],
+    grads,
+    width=0.4,
+    bottom=[a + b for a, b in zip(shards, window, strict=True)],
+    color=PALETTE[3],
+    label="FSDP: gradient buffers in backward",
 )
 ax.set_xticks(list(x), [str(n) for n in ranks])
 ax.set_xlabel("data-parallel ranks")

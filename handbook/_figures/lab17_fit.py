@@ -10,8 +10,14 @@ from infralens.plan import ParallelPlan
 
 RECIPES = ("zero-paper", "megatron-bf16", "megatron-bf16-distopt", "fsdp2")
 CASES = [(m, n) for m in ("llama3-8b", "llama3-70b") for n in (8, 64)]
-PARTS = ("model_states", "gathered", "activations", "logits")
-LABELS = ("model states", "FSDP2 gathered root + 2 layers", "activations", "fp32 logits")
+PARTS = ("model_states", "gathered", "grad_buffers", "activations", "logits")
+LABELS = (
+    "model states",
+    "FSDP2 gathered root + 2 layers",
+    "FSDP2 gradient buffers",
+    "activations",
+    "fp32 logits",
+)
 
 fig, axes = plt.subplots(1, len(CASES), figsize=(9.6, 3.4), sharey=True)
 for ax, (model, gpus) in zip(axes, CASES, strict=True):

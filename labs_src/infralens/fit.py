@@ -3,7 +3,9 @@
 The busiest GPU is on the first or the last pipeline stage. Each holds its
 share of parameters (``L/p`` layers, each split t ways, plus the embedding
 on the first stage or the output layer on the last) times the recipe's
-bytes per parameter; FSDP2 adds its gathered root and two gathered layers.
+bytes per parameter; FSDP2 adds its gathered root and two gathered layers,
+and the unsharded gradients and reduce-scatter inputs of backward
+(:func:`infralens.fsdp.gradient_buffer_peak`).
 With 1F1B the first stage keeps p micro-batches of activations for its
 ``L/p`` layers (Narayanan et al. 2021), the last stage one, plus the fp32
 logits.
@@ -24,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infralens._validate import check_choice, divisible
+from infralens.fsdp import Unit, gradient_buffer_peak
 from infralens.hardware import GPUS
 from infralens.memory import _model, activation_bytes, bytes_per_parameter, logits_bytes
 from infralens.model import TransformerConfig
@@ -44,11 +47,14 @@ class Breakdown:
     gathered: int
     activations: int
     logits: int
+    grad_buffers: int = 0
 
     @property
     def total(self) -> int:
-        """All four components, in bytes."""
-        return self.model_states + self.gathered + self.activations + self.logits
+        """All five components, in bytes."""
+        return (
+            self.model_states + self.gathered + self.activations + self.logits + self.grad_buffers
+        )
 
 
 def _stage(
@@ -62,6 +68,15 @@ def _stage(
     params += edge // t
     states = bytes_per_parameter(recipe, dp_size=plan.dp) * params
     gathered = 2 * (edge // t + 2 * m.layer_params() // t) if recipe == "fsdp2" else 0
+    buffers = 0
+    if recipe == "fsdp2":  # parameters as flat 1-D shapes: per-parameter padding left out
+        ends = [
+            (m.embedding_params() if first or p == 1 else 0) // t,
+            (head if not first or p == 1 else 0) // t,
+        ]
+        root = Unit("root", tuple((n,) for n in ends))
+        unit = Unit("layer", ((m.layer_params() // t,),))
+        buffers = gradient_buffer_peak(root, [unit] * layers, plan.dp, head_params=1)
     in_flight = p if first else 1
     return Breakdown(
         stage="first" if first else "last",
@@ -69,6 +84,7 @@ def _stage(
         gathered=gathered,
         activations=layers * act_layer * in_flight,
         logits=logits if (not first or p == 1) else 0,
+        grad_buffers=buffers,
     )
 
 
@@ -94,6 +110,8 @@ def gpu_memory(
     >>> b = gpu_memory("llama3-8b", ParallelPlan(dp=8), "fsdp2", seq_len=8192, micro_batch_size=1)
     >>> b.stage, round(b.model_states / 10**9, 2), round(b.gathered / 10**9, 2)
     ('first', 16.06, 2.97)
+    >>> round(b.grad_buffers / 10**9, 2)      # the root's 2-byte gradients and 4-byte RS input
+    6.3
     >>> gpu_memory("llama3-8b", ParallelPlan(pp=3), "ddp", seq_len=8, micro_batch_size=1)
     Traceback (most recent call last):
     ...
@@ -158,6 +176,7 @@ def render(breakdown: Breakdown, capacity_bytes: int, capacity_name: str) -> str
       FSDP2 gathered units    0.00 GB
       activations             6.00 GB
       fp32 logits             5.00 GB
+      FSDP2 grad buffers      0.00 GB
       total                  81.00 GB of 80.00 GB (h100-sxm5-80gb): does not fit by 1.00 GB
     not counted: CUDA context, NCCL buffers, allocator fragmentation
     """
@@ -166,6 +185,7 @@ def render(breakdown: Breakdown, capacity_bytes: int, capacity_name: str) -> str
         ("FSDP2 gathered units", breakdown.gathered),
         ("activations", breakdown.activations),
         ("fp32 logits", breakdown.logits),
+        ("FSDP2 grad buffers", breakdown.grad_buffers),
     ]
     over = breakdown.total - capacity_bytes
     verdict = (

@@ -28,6 +28,7 @@ __all__ = [
     "Footprint",
     "Unit",
     "footprint",
+    "gradient_buffer_peak",
     "peak_live_units",
     "peak_unsharded_bytes",
     "step_events",
@@ -224,6 +225,56 @@ def peak_unsharded_bytes(
     return _live_sizes(units, events, sizes)
 
 
+def gradient_buffer_peak(
+    root: Unit,
+    units: Sequence[Unit],
+    world_size: int,
+    *,
+    head_params: int = 0,
+    compute_bytes: int = 2,
+) -> int:
+    """Peak bytes of FSDP2's transient gradient buffers in backward (PyTorch 2.13).
+
+    With ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` and
+    fp32 parameters, each unit's backward leaves *unsharded* gradients,
+    compute_bytes · numel. Its post-backward hook then drops the previous
+    unit's reduce-scatter input (one buffer is kept by default), allocates
+    its own, 4 · :func:`unit_padded_numel` in the reduce dtype, copies the
+    gradients in and frees them; the reduce-scatter output becomes the fp32
+    gradient shard, counted in :class:`Footprint` ``gradients``. The root
+    unit reduces last, and the gradients of its last *head_params*
+    parameters (the output layer, first in backward) live from the start.
+    Walking units last to first, with H the head's gradients and P the
+    previous reduce-scatter input:
+
+        peak = max over units of  H + P + grad(u),  H + grad(u) + rs_input(u)
+
+    >>> layers = [Unit(f"l{i}", ((1024, 1024),)) for i in range(4)]
+    >>> gradient_buffer_peak(Unit("r", ((8, 1024),)), layers, 8)   # 2 + 4 bytes per element
+    6291456
+    >>> gradient_buffer_peak(Unit("r", ((8, 4),)), [], 1, head_params=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: head_params must be in range(0, 2), got 2
+
+    Raises ``ValueError`` for a *world_size* or *compute_bytes* below 1 or
+    *head_params* above the root's parameter count.
+    """
+    w = positive_int("world_size", world_size)
+    e = positive_int("compute_bytes", compute_bytes)
+    n = len(root.param_shapes)
+    if nonnegative_int("head_params", head_params) > n:
+        raise ValueError(f"head_params must be in range(0, {n + 1}), got {head_params}")
+    head = e * sum(_prod(s) for s in root.param_shapes[n - head_params :])
+    peak, held = head, 0
+    for u in reversed(units):
+        grad = e * u.numel
+        peak = max(peak, head + held + grad, head + grad + 4 * unit_padded_numel(u, w))
+        held = 4 * unit_padded_numel(u, w)
+    grad = e * root.numel  # the root's post-backward reduces all of its gradients
+    return max(peak, held + grad, grad + 4 * unit_padded_numel(root, w))
+
+
 @dataclass(frozen=True)
 class Footprint:
     """Bytes one FSDP2 rank holds during a step, by what holds them."""
@@ -233,11 +284,23 @@ class Footprint:
     optimizer: int
     root: int
     peak_units: int
+    grad_buffers: int
 
     @property
     def total(self) -> int:
-        """Everything at the peak: persistent state plus the root and the gathered units."""
-        return self.parameters + self.gradients + self.optimizer + self.root + self.peak_units
+        """An upper bound on the peak: persistent state, root, gathered units, gradient buffers.
+
+        The gathered units and the gradient buffers peak at different moments
+        of backward, so their sum bounds the step's peak from above.
+        """
+        return (
+            self.parameters
+            + self.gradients
+            + self.optimizer
+            + self.root
+            + self.peak_units
+            + self.grad_buffers
+        )
 
 
 def footprint(
@@ -247,6 +310,7 @@ def footprint(
     *,
     rank: int = 0,
     compute_bytes: int = 2,
+    head_params: int = 0,
 ) -> Footprint:
     """What ``fully_shard`` (PyTorch 2.13) leaves on *rank*: fp32 shards, Adam, root and units.
 
@@ -261,13 +325,15 @@ def footprint(
     - root: the root unit's all-gathered parameters in the compute dtype,
       kept from forward to the end of backward (``reshard_after_forward``
       defaults to False for the root);
-    - peak_units: :func:`peak_unsharded_bytes` of the other units.
+    - peak_units: :func:`peak_unsharded_bytes` of the other units;
+    - grad_buffers: :func:`gradient_buffer_peak`, the unsharded gradients
+      and reduce-scatter inputs of backward (*head_params* as there).
 
     >>> emb = Unit("root", ((128256, 4096), (128256, 4096)))   # Llama 3 8B: embedding, output
     >>> footprint(emb, [], 8).root / 10**9
     2.101346304
     >>> footprint(Unit("r", ((6, 4),)), [Unit("l", ((6, 4),))], 4, rank=3)
-    Footprint(parameters=64, gradients=64, optimizer=0, root=64, peak_units=64)
+    Footprint(parameters=64, gradients=64, optimizer=0, root=64, peak_units=64, grad_buffers=176)
 
     Raises ``ValueError`` for a *world_size* or *compute_bytes* below 1 or a
     *rank* outside the world.
@@ -287,4 +353,5 @@ def footprint(
         optimizer=8 * owned,
         root=e * unit_padded_numel(root, w),
         peak_units=peak_unsharded_bytes(units, w, bytes_per_param=e) if units else 0,
+        grad_buffers=gradient_buffer_peak(root, units, w, head_params=head_params, compute_bytes=e),
     )

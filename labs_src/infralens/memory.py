@@ -179,6 +179,19 @@ def activation_bytes(
     ``selective`` recomputes core attention (the s² terms, or flash's
     log-sum-exp); ``full`` keeps only the layer input e·sbh (/t with SP).
 
+    PyTorch's ``selective`` is torchtitan's op-level policy for
+    ``create_selective_checkpoint_contexts``: the outputs of ``aten.mm`` and
+    of the SDPA kernels are ``MUST_SAVE``, except every second ``mm`` of the
+    block, and everything else is recomputed. The block runs its matmuls in
+    the order q, k, v, o, then w1, w3, w2 (fc1, fc2 without gating), so it
+    keeps the layer input e·sbh, the 1st, 3rd, 5th and 7th ``mm`` outputs
+    (q e·sbh, v e·sb·g·d, w1 e·sbf, w2 e·sbh; q, v and fc1 ungated), and
+    the attention output e·sbh with its log-sum-exp 4·a·s·b:
+
+    >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, stack="pytorch",
+    ...                  recompute="selective")
+    521142272
+
     >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1)
     1141964800
     >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, attention="materialized")
@@ -191,7 +204,9 @@ def activation_bytes(
     Raises ``ValueError`` for a size below 1, an unknown *recompute*,
     *attention* or *stack*, tp not dividing heads, kv_heads or ffn_hidden,
     tp not dividing *seq_len* with sequence parallelism, or ``selective``
-    with the ``pytorch`` stack (its op-level policies are not modelled).
+    with the ``pytorch`` stack and tensor parallelism, materialized attention
+    or dropout (not modelled: their matmuls are no longer the block's ``mm``
+    sequence above).
     """
     m = _model(model)
     s = positive_int("seq_len", seq_len)
@@ -206,9 +221,16 @@ def activation_bytes(
     divisible("ffn_hidden", m.ffn_hidden, "tp", t)
     if sequence_parallel:
         divisible("seq_len", s, "tp", t)
-    if mode == "selective" and who == "pytorch":
-        raise ValueError("recompute='selective' is modelled for stack='megatron' only")
     h, a, f, sb = m.hidden, m.heads, m.ffn_hidden, s * b
+    if mode == "selective" and who == "pytorch":
+        if t > 1 or kind != "flash" or dropout:
+            raise ValueError(
+                "recompute='selective' with stack='pytorch' is modelled for tp=1, "
+                "attention='flash' and dropout=False only"
+            )
+        kv = m.kv_heads * m.head_dim
+        widths = [h, kv, kv, h, *([f, f, h] if m.gated_mlp else [f, h])]  # mm outputs, in order
+        return e * sb * (h + sum(widths[0::2]) + h) + 4 * a * sb
     seq_t = t if sequence_parallel else 1  # norms, dropout masks, residual
     col_t = t if sequence_parallel and who == "megatron" else 1  # column-parallel inputs
     if mode == "full":

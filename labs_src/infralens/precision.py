@@ -12,8 +12,8 @@ ranks shard it. ``bytes_per_parameter`` sums them for one GPU:
 >>> recipe_bytes("megatron-bf16-distopt", dp_size=8)      # 6 + 12/8
 Fraction(15, 2)
 
-Persistent state only: FSDP2's unsharded root and all-gathered units, and
-activations, are counted elsewhere (:mod:`infralens.fsdp`,
+Persistent state only: FSDP2's unsharded root, all-gathered units and
+backward's gradient buffers, and activations, are counted elsewhere (:mod:`infralens.fsdp`,
 :mod:`infralens.memory`).
 """
 

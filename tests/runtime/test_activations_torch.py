@@ -30,7 +30,11 @@ from tests.runtime.harness import SKIP_REASON
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
 import torch.nn.functional as F  # noqa: E402
-from torch.utils.checkpoint import checkpoint  # noqa: E402
+from torch.utils.checkpoint import (  # noqa: E402
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
 
 from infralens.memory import activation_bytes, logits_bytes  # noqa: E402
 from infralens.model import TransformerConfig  # noqa: E402
@@ -97,6 +101,66 @@ def _llama_block(x, p, cos, sin, a, g):  # type: ignore[no-untyped-def]
     return x + F.linear(F.silu(F.linear(n2, p["w1"])) * F.linear(n2, p["w3"]), p["w2"])
 
 
+# torchtitan's op-level selective AC (pytorch/torchtitan, torchtitan/distributed/
+# activation_checkpoint.py at cfb93265, _apply_op_sac; save list _op_sac_save_list in
+# torchtitan/models/llama3/infra/parallelize.py at 018740b7). On CPU, SDPA dispatches to
+# the _for_cpu flash kernel, which stands in for the CUDA one on that list.
+SAC_SAVE = {
+    torch.ops.aten.mm.default,
+    torch.ops.aten._scaled_dot_product_flash_attention.default,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+}
+
+
+def _titan_policy():  # type: ignore[no-untyped-def]
+    counts: dict[str, int] = {"forward": 0, "recompute": 0}
+
+    def policy(ctx, func, *args, **kwargs):  # type: ignore[no-untyped-def]
+        mode = "recompute" if ctx.is_recompute else "forward"
+        if func == torch.ops.aten.mm.default:
+            counts[mode] += 1
+        every_second_mm = func == torch.ops.aten.mm.default and counts[mode] % 2 == 0
+        save = func in SAC_SAVE and not every_second_mm
+        return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _sac_saved_bytes(fn, exclude):  # type: ignore[no-untyped-def]
+    """Storages autograd packs outside the checkpoint plus those the SAC cache holds, once each.
+
+    Inside a non-reentrant checkpoint autograd packs placeholders; what survives to
+    backward is what the caching mode stores (``_CachingTorchDispatchMode.storage``:
+    one detached alias per MUST_SAVE output) and what the outer graph saves.
+    """
+    modes: list = []  # type: ignore[type-arg]
+
+    def context_fn():  # type: ignore[no-untyped-def]
+        contexts = create_selective_checkpoint_contexts(_titan_policy())
+        modes.append(contexts[0])
+        return contexts
+
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.untyped_storage().data_ptr() not in skip:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(context_fn)
+    for mode in modes:
+        for entries in mode.storage.values():
+            for entry in entries.values():
+                wrapped = entry if isinstance(entry, tuple) else (entry,)
+                for w in wrapped:
+                    if isinstance(getattr(w, "val", None), torch.Tensor):
+                        st = w.val.untyped_storage()
+                        seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values()), out
+
+
 def _llama(b: int, s: int, h: int, a: int, g: int, f: int, full: bool) -> tuple[int, int]:
     torch.manual_seed(0)
     dt, d = torch.bfloat16, h // a
@@ -121,6 +185,34 @@ def _llama(b: int, s: int, h: int, a: int, g: int, f: int, full: bool) -> tuple[
     predicted = activation_bytes(config, seq_len=s, micro_batch_size=b, stack="pytorch",
                                  recompute="full" if full else "none")  # fmt: skip
     return nbytes, predicted
+
+
+@pytest.mark.parametrize("shape", [*LLAMA_SHAPES, (2, 16, 48, 4, 1, 64)])
+def test_llama_block_under_torchtitan_selective_ac_saves_the_formula(
+    shape: tuple[int, ...],
+) -> None:
+    b, s, h, a, g, f = shape
+    torch.manual_seed(0)
+    dt, d = torch.bfloat16, h // a
+    shapes = {"n1": (h,), "n2": (h,), "wq": (h, h), "wk": (g * d, h), "wv": (g * d, h),
+              "wo": (h, h), "w1": (f, h), "w3": (f, h), "w2": (h, f)}  # fmt: skip
+    p = {k: (torch.randn(v, dtype=dt) * 0.1).requires_grad_() for k, v in shapes.items()}
+    angle = torch.arange(s).float()[:, None] / 10 ** (torch.arange(d).float() / d)
+    cos, sin = angle.cos().to(dt)[:, None, :], angle.sin().to(dt)[:, None, :]
+    x = torch.randn(b, s, h, dtype=dt, requires_grad=True)
+    measured, out = _sac_saved_bytes(
+        lambda ctx: checkpoint(
+            _llama_block, x, p, cos, sin, a, g, use_reentrant=False, context_fn=ctx
+        ),
+        [*p.values(), cos, sin],
+    )
+    out.float().sum().backward()  # recompute consumes the cache: the policy is coherent
+    assert x.grad is not None
+    config = TransformerConfig(layers=1, hidden=h, heads=a, kv_heads=g, ffn_hidden=f,
+                               vocab_size=8, seq_len=s, gated_mlp=True, norm="rmsnorm")  # fmt: skip
+    predicted = activation_bytes(config, seq_len=s, micro_batch_size=b, stack="pytorch",
+                                 recompute="selective")  # fmt: skip
+    assert measured == predicted
 
 
 @pytest.mark.parametrize("full", [False, True])

@@ -11,6 +11,16 @@ backward. Unsharded bytes are read from FSDP2's internals: each
 ``FSDPParam._unsharded_param`` (FSDP2 resizes its storage to 0 when it frees
 it) and, for a unit whose all-gather was prefetched in backward but not yet
 copied out, the group's flat ``_all_gather_result.all_gather_output``.
+
+The transient gradient buffers are sampled at the two moments each can peak:
+on entry to every ``FSDPParamGroup.post_backward`` (the unit's unsharded
+gradients are all computed; the previous unit's reduce-scatter input is still
+held) and right after ``foreach_reduce_scatter_copy_in`` (the unit's gradients,
+passed in, and its new fp32 reduce-scatter input, both live). Each sample
+counts, once per storage, every ``_unsharded_param.grad`` still set, the
+reduce-scatter inputs in ``comm_ctx.reduce_scatter_states`` and the tensors
+passed to the copy-in; the test also checks their dtypes (bf16 gradients,
+fp32 reduce-scatter input).
 """
 
 from __future__ import annotations
@@ -24,22 +34,24 @@ torch = pytest.importorskip("torch", reason=SKIP_REASON)
 from infralens.fsdp import Footprint, Unit, footprint  # noqa: E402
 
 WORLD_SIZES = (2, 3, 4)
-HIDDEN, VOCAB, LAYERS = 6, 10, 3
+# (vocabulary, widths: embedding dim, then each layer's output). In the first the root's
+# reduce-scatter sets the peak; in the second (at 4 ranks) a padded reduce-scatter input held
+# while an earlier, larger layer's gradients exist does, with the output layer's gradients.
+CONFIGS = {"wide-root": (10, (6, 6, 7, 8)), "tapering": (2, (2, 4, 1))}
 
 
-def _units() -> tuple[Unit, list[Unit]]:
-    root = Unit("root", ((VOCAB, HIDDEN), (VOCAB, HIDDEN), (VOCAB,)))  # embedding, output w, b
-    layers = [
-        Unit(f"layer{i}", ((HIDDEN + i, HIDDEN + i - 1 if i else HIDDEN),)) for i in range(LAYERS)
-    ]
+def _units(vocab: int, dims: tuple[int, ...]) -> tuple[Unit, list[Unit]]:
+    root = Unit("root", ((vocab, dims[0]), (vocab, dims[-1]), (vocab,)))  # embedding, output w, b
+    layers = [Unit(f"layer{i}", ((dims[i + 1], dims[i]),)) for i in range(len(dims) - 1)]
     return root, layers
 
 
-def _measure(rank: int, world: int) -> Footprint:
+def _measure(rank: int, world: int, vocab: int, dims: tuple[int, ...]) -> Footprint:
     import torch
     from torch import nn
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
 
     def unsharded(model: nn.Module) -> int:
         storages: dict[int, int] = {}
@@ -83,16 +95,39 @@ def _measure(rank: int, world: int) -> Footprint:
     class Net(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.embed = nn.Embedding(VOCAB, HIDDEN)
-            dims = [HIDDEN] + [HIDDEN + i for i in range(LAYERS)]
-            self.layers = nn.ModuleList(Layer(dims[i], dims[i + 1]) for i in range(LAYERS))
-            self.out = nn.Linear(HIDDEN, VOCAB)
+            self.embed = nn.Embedding(vocab, dims[0])
+            self.layers = nn.ModuleList(Layer(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
+            self.out = nn.Linear(dims[-1], vocab)
 
         def forward(self, tokens):  # type: ignore[no-untyped-def]
             x = self.embed(tokens)
             for layer in self.layers:
                 x = layer(x)
-            return self.out(x[..., :HIDDEN])  # the last layer is wider than the output's input
+            return self.out(x)
+
+    groups: list = []  # type: ignore[type-arg]
+    buffers: list[int] = []
+    dtypes: set[tuple[str, torch.dtype]] = set()
+
+    def sample(*extra: torch.Tensor) -> None:
+        params = [fp for g in groups for fp in g.fsdp_params if hasattr(fp, "_unsharded_param")]
+        held = [fp._unsharded_param.grad for fp in params if fp._unsharded_param.grad is not None]
+        held += [st.reduce_scatter_input for st in groups[0].comm_ctx.reduce_scatter_states]
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                    for t in [*held, *extra]}  # fmt: skip
+        buffers.append(sum(storages.values()))
+
+    post_backward = _fsdp_param_group.FSDPParamGroup.post_backward
+    copy_in = _fsdp_collectives.foreach_reduce_scatter_copy_in
+
+    def sampled_post_backward(self, *args):  # type: ignore[no-untyped-def]
+        sample()
+        return post_backward(self, *args)
+
+    def sampled_copy_in(grads, rs_input, world_size):  # type: ignore[no-untyped-def]
+        copy_in(grads, rs_input, world_size)
+        dtypes.update({("grad", g.dtype) for g in grads} | {("rs_input", rs_input.dtype)})
+        sample(*grads, rs_input)
 
     torch.manual_seed(0)
     mesh = init_device_mesh("cpu", (world,))
@@ -106,19 +141,33 @@ def _measure(rank: int, world: int) -> Footprint:
         local = [t._local_tensor.untyped_storage() for t in tensors]
         return sum({st.data_ptr(): st.nbytes() for st in local}.values())
 
+    groups.extend(
+        m._get_fsdp_state()._fsdp_param_group for m in model.modules() if isinstance(m, FSDPModule)
+    )
     params = local_bytes(model.parameters())
-    logits = model(torch.arange(4).view(2, 2) % VOCAB)
+    logits = model(torch.arange(4).view(2, 2) % vocab)
     root = unsharded(model)
-    logits.float().sum().backward()
+    _fsdp_param_group.FSDPParamGroup.post_backward = sampled_post_backward  # type: ignore[method-assign]
+    _fsdp_collectives.foreach_reduce_scatter_copy_in = sampled_copy_in
+    try:
+        logits.float().sum().backward()
+    finally:
+        _fsdp_param_group.FSDPParamGroup.post_backward = post_backward  # type: ignore[method-assign]
+        _fsdp_collectives.foreach_reduce_scatter_copy_in = copy_in
+    assert dtypes == {("grad", torch.bfloat16), ("rs_input", torch.float32)}, dtypes
     grads = local_bytes(p.grad for p in model.parameters())
     opt = torch.optim.Adam(model.parameters())
     opt.step()
     state = [t for s in opt.state.values() for k, t in s.items() if k != "step"]
-    return Footprint(params, grads, local_bytes(state), root, max(seen) - root)
+    return Footprint(params, grads, local_bytes(state), root, max(seen) - root, max(buffers))
 
 
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("world", WORLD_SIZES)
-def test_fsdp2_rank_holds_the_predicted_bytes(world: int) -> None:
-    root, layers = _units()
-    for rank, measured in enumerate(run_on_ranks_cached(_measure, world)):
-        assert measured == footprint(root, layers, world, rank=rank), f"rank {rank}"
+def test_fsdp2_rank_holds_the_predicted_bytes(world: int, config: str) -> None:
+    vocab, dims = CONFIGS[config]
+    root, layers = _units(vocab, dims)
+    for rank, measured in enumerate(run_on_ranks_cached(_measure, world, vocab, dims)):
+        # the output layer's weight and bias (the root's last two) get gradients first
+        predicted = footprint(root, layers, world, rank=rank, head_params=2)
+        assert measured == predicted, f"rank {rank}"
