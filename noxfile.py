@@ -14,7 +14,7 @@ TEX_PACKAGES = (
     "latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended tex-gyre"
 )
 
-nox.options.sessions = ["tests", "doctest", "lint", "docs", "pdf", "browser", "reproducible"]
+nox.options.sessions = ["tests", "doctest", "lint", "docs", "pdf", "epub", "browser", "reproducible"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -85,6 +85,28 @@ def pdf(session: nox.Session) -> None:
     session.install("-e", ".[docs]")
     session.run("sphinx-build", "-M", "latexpdf", "handbook", str(BUILD), *SPHINX)
     session.log(f"PDF: {BUILD / 'latex' / 'infralens.pdf'}")
+
+
+EPUB_PACKAGES = "epubcheck dvisvgm"
+EPUBCHECK_JAR = Path("/usr/share/java/epubcheck.jar")
+
+
+@nox.session
+def epub(session: nox.Session) -> None:
+    """Build build/epub/InfraLens.epub (math as SVG through LaTeX) and check it with epubcheck."""
+    install = f"apt-get install {EPUB_PACKAGES} {TEX_PACKAGES}"
+    for tool in ("java", "dvisvgm", "latex"):
+        if shutil.which(tool) is None:
+            session.error(f"{tool} not found; install it: {install}")
+    if not EPUBCHECK_JAR.exists():
+        session.error(f"{EPUBCHECK_JAR} not found; install it: {install}")
+    session.install("-e", ".[docs]")
+    out = BUILD / "epub"
+    session.run("sphinx-build", "-b", "epub", *SPHINX, "handbook", str(out))
+    book = out / "InfraLens.epub"
+    # Debian's /usr/bin/epubcheck is the jar itself (run through binfmt), so call java.
+    session.run("java", "-jar", str(EPUBCHECK_JAR), "--failonwarnings", str(book), external=True)
+    session.log(f"EPUB: {book}")
 
 
 @nox.session
