@@ -103,7 +103,7 @@ def epub(session: nox.Session) -> None:
     session.install("-e", ".[docs]")
     out = BUILD / "epub"
     session.run("sphinx-build", "-b", "epub", *SPHINX, "handbook", str(out))
-    book = out / "InfraLens.epub"
+    book = out / "InfraLens.epub"  # conf.py: epub_basename
     # Debian's /usr/bin/epubcheck is the jar itself (run through binfmt), so call java.
     session.run("java", "-jar", str(EPUBCHECK_JAR), "--failonwarnings", str(book), external=True)
     session.log(f"EPUB: {book}")
