@@ -14,7 +14,16 @@ TEX_PACKAGES = (
     "latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended tex-gyre"
 )
 
-nox.options.sessions = ["tests", "doctest", "lint", "docs", "pdf", "epub", "browser", "reproducible"]
+nox.options.sessions = [
+    "tests",
+    "doctest",
+    "lint",
+    "docs",
+    "pdf",
+    "epub",
+    "browser",
+    "reproducible",
+]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 

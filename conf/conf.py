@@ -13,6 +13,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "handbook"
 sys.path.insert(0, str(ROOT / "labs_src"))  # autodoc and figure scripts import infralens
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the local extension infralens_pages
 
 # -- Project ------------------------------------------------------------------
 # The version lives in pyproject.toml only; everything else reads it from there.
@@ -34,6 +35,8 @@ extensions = [
     "matplotlib.sphinxext.plot_directive",
     # Math images for the EPUB only (e-readers rarely run MathJax); see "EPUB" below.
     "sphinx.ext.imgmath",
+    # Provenance line under each lab and section title; the landing page's lab list.
+    "infralens_pages",
 ]
 exclude_patterns = ["_figures", "_generated", "**/.ipynb_checkpoints"]
 root_doc = "index"
