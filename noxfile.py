@@ -10,6 +10,9 @@ import nox
 ROOT = Path(__file__).parent
 BUILD = ROOT / "build"
 SPHINX = ["-c", "conf", "-n", "-W", "--keep-going"]
+# Parallel read and write (`nox -s docs` and the browser build); figures come from
+# build/figure-cache unless their script or the package changed (conf/infralens_figcache.py).
+PARALLEL = ["-j", "auto"]
 TEX_PACKAGES = (
     "latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended tex-gyre"
 )
@@ -32,7 +35,7 @@ nox.options.error_on_missing_interpreters = True
 def docs(session: nox.Session) -> None:
     """Build the HTML handbook into build/html (warnings are errors)."""
     session.install("-e", ".[docs]")
-    session.run("sphinx-build", "-b", "html", *SPHINX, "handbook", str(BUILD / "html"))
+    session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "handbook", str(BUILD / "html"))
     session.log(f"open {BUILD / 'html' / 'index.html'}")
 
 
@@ -44,7 +47,7 @@ def browser(session: nox.Session) -> None:
             session.error(f"{tool} not found; install it: apt-get install chromium chromium-driver")
     session.install("-e", ".[docs,browser]")
     site = BUILD / "html-browser"
-    session.run("sphinx-build", "-b", "html", *SPHINX, "-q", "handbook", str(site))
+    session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "-q", "handbook", str(site))
     session.run(
         "pytest",
         "-q",

@@ -33,6 +33,8 @@ extensions = [
     "sphinx_copybutton",
     "sphinxcontrib.bibtex",
     "matplotlib.sphinxext.plot_directive",
+    # Figures keyed by script and package content, kept across clean builds.
+    "infralens_figcache",
     # Math images for the EPUB only (e-readers rarely run MathJax); see "EPUB" below.
     "sphinx.ext.imgmath",
     # Provenance line under each lab and section title; the landing page's lab list.
