@@ -10,11 +10,23 @@ import nox
 ROOT = Path(__file__).parent
 BUILD = ROOT / "build"
 SPHINX = ["-c", "conf", "-n", "-W", "--keep-going"]
+# Parallel read and write (`nox -s docs` and the browser build); figures come from
+# build/figure-cache unless their script or the package changed (conf/infralens_figcache.py).
+PARALLEL = ["-j", "auto"]
 TEX_PACKAGES = (
     "latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended tex-gyre"
 )
 
-nox.options.sessions = ["tests", "doctest", "lint", "docs", "pdf", "browser", "reproducible"]
+nox.options.sessions = [
+    "tests",
+    "doctest",
+    "lint",
+    "docs",
+    "pdf",
+    "epub",
+    "browser",
+    "reproducible",
+]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -23,7 +35,7 @@ nox.options.error_on_missing_interpreters = True
 def docs(session: nox.Session) -> None:
     """Build the HTML handbook into build/html (warnings are errors)."""
     session.install("-e", ".[docs]")
-    session.run("sphinx-build", "-b", "html", *SPHINX, "handbook", str(BUILD / "html"))
+    session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "handbook", str(BUILD / "html"))
     session.log(f"open {BUILD / 'html' / 'index.html'}")
 
 
@@ -35,7 +47,7 @@ def browser(session: nox.Session) -> None:
             session.error(f"{tool} not found; install it: apt-get install chromium chromium-driver")
     session.install("-e", ".[docs,browser]")
     site = BUILD / "html-browser"
-    session.run("sphinx-build", "-b", "html", *SPHINX, "-q", "handbook", str(site))
+    session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "-q", "handbook", str(site))
     session.run(
         "pytest",
         "-q",
@@ -85,6 +97,28 @@ def pdf(session: nox.Session) -> None:
     session.install("-e", ".[docs]")
     session.run("sphinx-build", "-M", "latexpdf", "handbook", str(BUILD), *SPHINX)
     session.log(f"PDF: {BUILD / 'latex' / 'infralens.pdf'}")
+
+
+EPUB_PACKAGES = "epubcheck dvisvgm"
+EPUBCHECK_JAR = Path("/usr/share/java/epubcheck.jar")
+
+
+@nox.session
+def epub(session: nox.Session) -> None:
+    """Build build/epub/InfraLens.epub (math as SVG through LaTeX) and check it with epubcheck."""
+    install = f"apt-get install {EPUB_PACKAGES} {TEX_PACKAGES}"
+    for tool in ("java", "dvisvgm", "latex"):
+        if shutil.which(tool) is None:
+            session.error(f"{tool} not found; install it: {install}")
+    if not EPUBCHECK_JAR.exists():
+        session.error(f"{EPUBCHECK_JAR} not found; install it: {install}")
+    session.install("-e", ".[docs]")
+    out = BUILD / "epub"
+    session.run("sphinx-build", "-b", "epub", *SPHINX, "handbook", str(out))
+    book = out / "InfraLens.epub"  # conf.py: epub_basename
+    # Debian's /usr/bin/epubcheck is the jar itself (run through binfmt), so call java.
+    session.run("java", "-jar", str(EPUBCHECK_JAR), "--failonwarnings", str(book), external=True)
+    session.log(f"EPUB: {book}")
 
 
 @nox.session

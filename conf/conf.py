@@ -7,9 +7,13 @@ import tomllib
 import warnings
 from pathlib import Path
 
+from docutils import nodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "handbook"
 sys.path.insert(0, str(ROOT / "labs_src"))  # autodoc and figure scripts import infralens
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the local extension infralens_pages
 
 # -- Project ------------------------------------------------------------------
 # The version lives in pyproject.toml only; everything else reads it from there.
@@ -29,6 +33,12 @@ extensions = [
     "sphinx_copybutton",
     "sphinxcontrib.bibtex",
     "matplotlib.sphinxext.plot_directive",
+    # Figures keyed by script and package content, kept across clean builds.
+    "infralens_figcache",
+    # Math images for the EPUB only (e-readers rarely run MathJax); see "EPUB" below.
+    "sphinx.ext.imgmath",
+    # Provenance line under each lab and section title; the landing page's lab list.
+    "infralens_pages",
 ]
 exclude_patterns = ["_figures", "_generated", "**/.ipynb_checkpoints"]
 root_doc = "index"
@@ -114,6 +124,34 @@ html_show_sphinx = False
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
+# Two math renderers are loaded (MathJax, Sphinx's default, and imgmath), so name
+# the HTML one; the EPUB builder reads ``epub_math_renderer`` first (registered in
+# setup() below).
+html_math_renderer = "mathjax"
+
+# -- EPUB -------------------------------------------------------------------------
+# `nox -s epub` builds build/epub/InfraLens.epub and runs epubcheck on it.
+epub_basename = "InfraLens"
+epub_title = f"InfraLens handbook {release}"
+epub_author = author
+epub_publisher = author
+epub_copyright = copyright
+epub_language = language
+# epubcheck wants the NCX's uid (epub_uid) to equal the OPF identifier.
+epub_identifier = epub_uid = f"infralens-handbook-{release}"
+epub_show_urls = "footnote"
+epub_description = _meta["description"]
+# Math becomes SVG images drawn by LaTeX and dvisvgm (apt-get install dvisvgm),
+# files in the book, not data: URLs; every reader that shows EPUB 3 images shows them.
+epub_math_renderer = "imgmath"
+imgmath_image_format = "svg"
+imgmath_embed = False
+imgmath_font_size = 12
+imgmath_latex_preamble = r"\usepackage{amsmath,amssymb}"
+# The plot directive also writes each figure as PDF for LaTeX; PDF is no EPUB
+# media type, so the EPUB builder skips those files (the PNGs go in).
+suppress_warnings = ["epub.unknown_project_files"]
+
 # -- LaTeX / PDF -----------------------------------------------------------------
 latex_engine = "pdflatex"
 latex_documents = [("index", "infralens.tex", "InfraLens handbook", author, "manual")]
@@ -196,6 +234,45 @@ def _write_validation_tables(app: object) -> None:
         out.write_text(text, encoding="utf-8")
 
 
+# -- EPUB: interview answers print expanded under their question -------------------
+# sphinx-design turns each dropdown into HTML <details> for every HTML-format
+# builder, EPUB included, where many readers cannot open it. Before its transform
+# (priority 199) runs, unmark the EPUB's dropdowns: they stay plain containers,
+# a rubric ("Answer") followed by the answer, which is how the PDF prints them.
+
+
+class _ExpandDropdownsForEpub(SphinxPostTransform):
+    default_priority = 198
+    builders = ("epub",)
+
+    def run(self, **kwargs: object) -> None:
+        for node in self.document.findall(nodes.container):
+            if node.get("design_component") == "dropdown":
+                node["design_component"] = "dropdown-expanded"
+                node["classes"] = [*node.get("classes", []), "infralens-answer"]
+
+
+def _epub_plot_css(app: object) -> None:
+    """Put matplotlib's plot_directive.css in the book.
+
+    The plot directive copies its stylesheet at build-finished, after the EPUB
+    builder has zipped the book, so every page would link a missing file.
+    """
+    import shutil
+
+    import matplotlib
+
+    if app.builder.name != "epub":  # type: ignore[attr-defined]
+        return
+    css = Path(matplotlib.get_data_path()) / "plot_directive" / "plot_directive.css"
+    static = Path(app.builder.outdir) / "_static"  # type: ignore[attr-defined]
+    static.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(css, static / "plot_directive.css")
+
+
 def setup(app: object) -> None:
+    app.connect("builder-inited", _epub_plot_css)  # type: ignore[attr-defined]
+    app.add_config_value("epub_math_renderer", None, "html", types=frozenset({str, type(None)}))  # type: ignore[attr-defined]
+    app.add_post_transform(_ExpandDropdownsForEpub)  # type: ignore[attr-defined]
     app.connect("doctree-resolved", _drop_signature_abbreviations)  # type: ignore[attr-defined]
     app.connect("builder-inited", _write_validation_tables)  # type: ignore[attr-defined]

@@ -84,3 +84,54 @@ def test_every_glossary_term_is_used_somewhere() -> None:
             used.add(" ".join(ref.split("<")[-1].rstrip(">").split()).lower())
     unused = [names for names in glossary_entries() if not {n.lower() for n in names} & used]
     assert not unused, f"glossary terms no page links with {{term}}: {unused}"
+
+
+def conf_settings() -> dict[str, object]:
+    """conf.py's top-level settings, evaluated without Sphinx (parsed with ast).
+
+    Only assignments whose values use literals and earlier settings are evaluated;
+    ``release`` comes from pyproject.toml, as conf.py reads it.
+    """
+    import ast
+
+    tree = ast.parse((ROOT / "conf" / "conf.py").read_text(encoding="utf-8"))
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    namespace: dict[str, object] = {"_meta": meta, "release": meta["version"]}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        try:
+            value = eval(compile(ast.Expression(node.value), "conf.py", "eval"), {}, namespace)
+        except Exception:
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                namespace[target.id] = value
+    return namespace
+
+
+def test_epub_metadata_carries_the_title_and_pyproject_version() -> None:
+    conf = conf_settings()
+    version = pyproject_version()
+    assert conf["epub_basename"] == "InfraLens"
+    assert conf["epub_title"] == f"InfraLens handbook {version}"
+    assert conf["epub_author"] == conf["author"] == "InfraLens contributors"
+    assert conf["epub_language"] == conf["language"] == "en"
+    # epubcheck (NCX-001) needs the NCX uid to equal the OPF identifier.
+    assert conf["epub_identifier"] == conf["epub_uid"]
+    assert version in str(conf["epub_identifier"])
+    assert re.fullmatch(r"[A-Za-z_][\w.-]*", str(conf["epub_uid"])), "epub_uid must be an XML name"
+    # Math: SVG images in the EPUB, MathJax in the HTML.
+    assert conf["epub_math_renderer"] == "imgmath"
+    assert conf["imgmath_image_format"] == "svg"
+    assert conf["html_math_renderer"] == "mathjax"
+
+
+def test_epub_file_name_agrees_across_nox_ci_and_read_the_docs() -> None:
+    name = f"{conf_settings()['epub_basename']}.epub"
+    assert f'out / "{name}"' in (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    assert " epub " in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    rtd = yaml.safe_load((ROOT / ".readthedocs.yaml").read_text(encoding="utf-8"))
+    commands = "\n".join(rtd["build"]["commands"])
+    assert f"_build/epub/{name} $READTHEDOCS_OUTPUT/epub/" in commands
+    assert "-b epub -c conf -n -W --keep-going" in commands

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 
 import pytest
 
+from tests.runtime.harness import close_pools
+
 if os.environ.get("INFRALENS_REQUIRE_TORCH") == "1" and importlib.util.find_spec("torch") is None:
     raise RuntimeError("INFRALENS_REQUIRE_TORCH=1 but torch is not installed")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pooled_groups() -> Iterator[None]:
+    """Stop the pooled process groups (tests/runtime/harness.py) when the session ends."""
+    yield
+    close_pools()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

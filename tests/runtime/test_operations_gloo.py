@@ -81,7 +81,9 @@ def _hang(rank: int, world: int) -> dict[str, Any]:
 
 
 def _results() -> list[dict[str, Any]]:
-    return run_on_ranks_cached(_hang, WORLD)
+    # A group of its own: collectives here time out on purpose and the debug level
+    # changes, which would leave a shared (pooled) group unusable.
+    return run_on_ranks_cached(_hang, WORLD, fresh=True)
 
 
 def test_flight_recorder_sequence_numbers_name_the_culprit() -> None:

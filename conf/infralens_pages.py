@@ -1,0 +1,239 @@
+"""Generated parts of pages: per-page provenance lines and the landing page's lab list.
+
+Provenance: under the title of every lab and handbook section, one line says
+what the page's numbers were checked against. It is computed, never typed:
+the test files are parsed (ast, no torch needed) for the ``infralens`` modules
+they import; a page's modules come from :mod:`infralens.labs`; a runtime test
+that imports one of them is a check against PyTorch (the version pinned in
+pyproject.toml), a test that reads a file from ``tests/data`` is a check
+against published measurements, and a test file that names a paper's table
+(``Narayanan et al. 2021, Table 1``) is a check against that table.
+
+:func:`provenance` is plain Python so ``tests/test_landing.py`` can check that
+it covers every page; :func:`setup` makes it a Sphinx extension (conf.py loads
+it) that inserts the line after each page's first title.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infralens.labs import LABS, MODEL_ARITHMETIC_MODULES, READING_PATHS, SECTIONS
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+PAPER_TABLE = re.compile(r"([A-Z][a-z]+ et al\.,? \d{4}),? (Table \d+)")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What one page's numbers are checked against."""
+
+    torch_version: str
+    runtime_tests: tuple[str, ...]  # test ids, file::function
+    unit_tests: int  # test functions outside tests/runtime that exercise the modules
+    paper_tables: tuple[str, ...]  # "Narayanan et al. 2021, Table 1"
+    data_files: tuple[str, ...]  # tests/data file names
+
+
+def page_modules() -> dict[str, tuple[str, ...]]:
+    """Each lab and section page's modules (document name -> dotted module names)."""
+    pages: dict[str, tuple[str, ...]] = {SECTIONS[0]: MODEL_ARITHMETIC_MODULES}
+    for item in LABS:
+        pages[item.page] = item.modules
+        pages[item.section_page] = item.modules
+    return pages
+
+
+def _imported_modules(tree: ast.Module) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "infralens":
+                found |= {f"infralens.{alias.name}" for alias in node.names}
+            elif node.module.startswith("infralens."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("infralens.")}
+    return found
+
+
+def _test_names(tree: ast.Module) -> list[str]:
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    ]
+
+
+def torch_version() -> str:
+    """The torch version the tests extra pins in pyproject.toml."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    for requirement in meta["project"]["optional-dependencies"]["tests"]:
+        if requirement.startswith("torch=="):
+            return str(requirement.removeprefix("torch=="))
+    raise ValueError("pyproject.toml must pin torch== in the tests extra")
+
+
+def provenance() -> dict[str, Provenance]:
+    """Every lab and section page's provenance, computed from the test files."""
+    files = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if "browser" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        data = tuple(sorted(p.name for p in (TESTS / "data").glob("*.csv") if p.name in text))
+        tables = tuple(dict.fromkeys(f"{m[1]}, {m[2]}" for m in PAPER_TABLE.finditer(text)))
+        runtime = path.parent.name == "runtime"
+        files.append((path.name, runtime, _imported_modules(tree), _test_names(tree), data, tables))
+    version = torch_version()
+    result: dict[str, Provenance] = {}
+    for page, modules in page_modules().items():
+        wanted = set(modules)
+        hits = [f for f in files if f[2] & wanted]
+        result[page] = Provenance(
+            torch_version=version,
+            runtime_tests=tuple(f"{f[0]}::{t}" for f in hits if f[1] for t in f[3]),
+            unit_tests=sum(len(f[3]) for f in hits if not f[1]),
+            paper_tables=tuple(dict.fromkeys(t for f in hits for t in f[5])),
+            data_files=tuple(dict.fromkeys(d for f in hits for d in f[4])),
+        )
+    return result
+
+
+def module_summary(dotted: str) -> str:
+    """The first line of a module's docstring (what its examples compute)."""
+    doc = importlib.import_module(dotted).__doc__ or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def _title(docname: str) -> str:
+    path = ROOT / "handbook" / f"{docname}.md"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    raise ValueError(f"{path} has no '# ' title")
+
+
+def _page_ref(docname: str) -> str:
+    return f"{{doc}}`/{docname}`"
+
+
+def landing_markdown() -> str:
+    """The landing page's generated lists: one line per lab, and the three reading paths."""
+    lines = ["(landing-labs)=", "## What each lab computes", ""]
+    for item in LABS:
+        mods = ", ".join(f"{{py:mod}}`{m}`" for m in item.modules)
+        lines.append(
+            f"- {{ref}}`Lab {item.number:02d} <{item.label}>` "
+            f"({{ref}}`section <{item.section}>`), {mods}: {module_summary(item.modules[0])}"
+        )
+    lines += ["", "(landing-paths)=", "## Three reading paths", ""]
+    intros = {
+        "learn it all": "Every section, each followed by its lab.",
+        "interview in a week": (
+            "About three sections and their labs a day, then the scenarios and the practice cards."
+        ),
+        "size and place a real job": (
+            "What fits in one GPU, how the plan places ranks, which links its "
+            "collectives cross, and what keeps it running."
+        ),
+    }
+    for name, pages in READING_PATHS.items():
+        lines += [f"### {name[0].upper()}{name[1:]}", "", intros[name], ""]
+        lines += [f"{i}. {_page_ref(page)}" for i, page in enumerate(pages, start=1)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _write_landing(app: Any) -> None:
+    text = landing_markdown()
+    out = ROOT / "handbook" / "_generated" / "landing.md"
+    out.parent.mkdir(exist_ok=True)
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.write_text(text, encoding="utf-8")
+
+
+# -- Sphinx ----------------------------------------------------------------------
+
+
+def _provenance_nodes(record: Provenance, docname: str) -> Any:
+    from docutils import nodes
+    from sphinx import addnodes
+
+    def ref(page: str, text: str) -> Any:
+        xref = addnodes.pending_xref(
+            "",
+            refdomain="std",
+            reftype="doc",
+            reftarget=f"/reference/{page}",
+            refexplicit=True,
+            refdoc=docname,
+        )
+        xref += nodes.inline(text, text)
+        return xref
+
+    para = nodes.paragraph(classes=["infralens-provenance"])
+    para += nodes.strong("Checked against: ", "Checked against: ")
+    parts: list[list[Any]] = []
+    if record.runtime_tests:
+        n = len(record.runtime_tests)
+        checks = f"{n} runtime test{'s' if n != 1 else ''} on gloo"
+        parts.append([ref("verification", f"PyTorch {record.torch_version}, {checks}")])
+    if record.paper_tables:
+        parts.append([ref("bibliography", "; ".join(record.paper_tables))])
+    if record.data_files:
+        parts.append(
+            [ref("validation", "published measurements (" + ", ".join(record.data_files) + ")")]
+        )
+    n = record.unit_tests
+    parts.append([nodes.Text(f"{n} unit test function{'s' if n != 1 else ''} and the doctests")])
+    for i, part in enumerate(parts):
+        if i:
+            para += nodes.Text("; ")
+        para.extend(part)
+    para += nodes.Text(".")
+    return para
+
+
+def _insert_provenance(app: Any, doctree: Any) -> None:
+    from docutils import nodes
+
+    record = app.env.infralens_provenance.get(app.env.docname)
+    if record is None:
+        return
+    for section in doctree.findall(nodes.section):
+        title = section.next_node(nodes.title)
+        section.insert(section.index(title) + 1, _provenance_nodes(record, app.env.docname))
+        return
+
+
+def _provenance_key(records: dict[str, Provenance]) -> str:
+    return hashlib.sha256(repr(sorted(records.items())).encode()).hexdigest()
+
+
+def _refresh(
+    app: Any, env: Any, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
+    """Re-read every mapped page when the tests changed what a provenance line says."""
+    records = provenance()
+    key = _provenance_key(records)
+    stale = getattr(env, "infralens_provenance_key", None) != key
+    env.infralens_provenance = records
+    env.infralens_provenance_key = key
+    return sorted(set(records) & set(env.found_docs)) if stale else []
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("builder-inited", _write_landing)
+    app.connect("env-get-outdated", _refresh)
+    app.connect("doctree-read", _insert_provenance)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}

@@ -1,0 +1,212 @@
+"""The lab list: each lab's number, topic, starter modules, pages and axis.
+
+One table the landing page, its map figure and the per-page provenance lines
+are generated from, and a test checks against the files: every lab page and
+handbook section named here exists, and every module imports.
+
+An *axis* is the parallelism dimension or topic group a lab belongs to: the
+six parallelism axes of :data:`AXES`, then the cluster topics (how axes are
+placed on GPUs and links, and what fits), the operations topics (saving,
+diagnosing and keeping a job running) and interview practice.
+
+>>> lab(4).topic
+'FSDP life cycle'
+>>> lab(4).modules
+('infralens.fsdp',)
+>>> [item.number for item in labs_on_axis("PP")]
+[6]
+>>> len(LABS), len(SECTIONS)
+(18, 19)
+>>> READING_PATHS["size and place a real job"][:3]
+('handbook/00-model-arithmetic', 'handbook/17-memory', 'labs/lab-17-memory')
+>>> lab(19)
+Traceback (most recent call last):
+...
+ValueError: number must be one of the lab numbers 1-18, got 19
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infralens._validate import check_choice, positive_int
+
+__all__ = [
+    "AXES",
+    "LABS",
+    "MODEL_ARITHMETIC_MODULES",
+    "READING_PATHS",
+    "SECTIONS",
+    "Lab",
+    "lab",
+    "labs_on_axis",
+]
+
+AXES: tuple[str, ...] = (
+    "DP",
+    "ZeRO/FSDP",
+    "TP/SP",
+    "PP",
+    "CP",
+    "EP",
+    "Cluster",
+    "Operations",
+    "Interview",
+)
+"""The landing map's columns: six parallelism axes, then the topic groups."""
+
+
+@dataclass(frozen=True)
+class Lab:
+    """One lab: its number, a short topic, its axis, its modules and its two pages.
+
+    ``modules`` are the dotted names the lab reads, its starter module first;
+    ``page`` and ``section_page`` are Sphinx document names (paths under
+    ``handbook/`` without ``.md``), ``section`` the label of the handbook
+    section the lab belongs to.
+    """
+
+    number: int
+    topic: str
+    axis: str
+    modules: tuple[str, ...]
+    page: str
+    section: str
+    section_page: str
+
+    @property
+    def label(self) -> str:
+        """The lab page's reference label, e.g. ``lab-04``."""
+        return f"lab-{self.number:02d}"
+
+
+def _lab(
+    number: int, topic: str, axis: str, modules: tuple[str, ...], slug: str, label: str = ""
+) -> Lab:
+    return Lab(
+        number=number,
+        topic=topic,
+        axis=axis,
+        modules=tuple(f"infralens.{m}" for m in modules),
+        page=f"labs/lab-{number:02d}-{slug}",
+        section=f"section-{label or slug}",
+        section_page=f"handbook/{number:02d}-{slug}",
+    )
+
+
+LABS: tuple[Lab, ...] = (
+    _lab(1, "Data-parallel gradients", "DP", ("ddp",), "data-parallel"),
+    _lab(2, "Gradient buckets and overlap", "DP", ("buckets",), "gradient-bucketing"),
+    _lab(3, "ZeRO stages", "ZeRO/FSDP", ("zero",), "zero"),
+    _lab(4, "FSDP life cycle", "ZeRO/FSDP", ("fsdp",), "fsdp"),
+    _lab(5, "Tensor and sequence parallel", "TP/SP", ("tensor_parallel",), "tensor-parallel"),
+    _lab(
+        6,
+        "Pipeline schedules",
+        "PP",
+        ("pipeline", "pipeline_schedules"),
+        "pipeline-parallel",
+    ),
+    _lab(7, "3D parallel plan", "Cluster", ("plan",), "3d-parallelism"),
+    _lab(8, "Topology", "Cluster", ("topology", "hardware"), "topology"),
+    _lab(9, "Interview scenarios", "Interview", ("interview",), "interview-scenarios"),
+    _lab(
+        10,
+        "Context parallel",
+        "CP",
+        ("context_parallel", "ring_attention"),
+        "context-parallel",
+    ),
+    _lab(11, "Expert parallel", "EP", ("experts",), "expert-parallel"),
+    _lab(12, "64-GPU design worksheet", "Cluster", ("design",), "cluster-design"),
+    _lab(13, "Sharded checkpoints", "Operations", ("checkpoint",), "checkpoints"),
+    _lab(14, "Diagnosis", "Operations", ("diagnosis",), "diagnosis"),
+    _lab(15, "Inside NCCL", "Cluster", ("nccl",), "nccl"),
+    _lab(16, "Step time and MFU", "Cluster", ("step", "compute"), "step-time", "step"),
+    _lab(17, "Memory and precision", "Cluster", ("fit", "memory", "precision"), "memory"),
+    _lab(18, "Operations and goodput", "Operations", ("operations", "goodput"), "operations"),
+)
+"""Every lab, in number order."""
+
+SECTIONS: tuple[str, ...] = (
+    "handbook/00-model-arithmetic",
+    *(item.section_page for item in LABS),
+)
+"""Every handbook section's document name, in reading order (Section 00 has no lab)."""
+
+
+MODEL_ARITHMETIC_MODULES: tuple[str, ...] = ("infralens.model", "infralens.memory")
+"""The modules Section 00 (model arithmetic, no lab of its own) computes with."""
+
+
+def _pair(*numbers: int) -> tuple[str, ...]:
+    """Each lab's section, then the lab itself."""
+    return tuple(page for n in numbers for page in (lab(n).section_page, lab(n).page))
+
+
+READING_PATHS: dict[str, tuple[str, ...]] = {}
+"""Three reading orders through the handbook, as document names (filled below)."""
+
+
+def lab(number: int) -> Lab:
+    """The lab numbered *number*.
+
+    >>> lab(1).page
+    'labs/lab-01-data-parallel'
+    >>> lab(18).section
+    'section-operations'
+    >>> lab(True)
+    Traceback (most recent call last):
+    ...
+    TypeError: number must be an int, got bool
+
+    Raises ``ValueError`` for a number no lab has.
+    """
+    positive_int("number", number)
+    for item in LABS:
+        if item.number == number:
+            return item
+    raise ValueError(f"number must be one of the lab numbers 1-{len(LABS)}, got {number}")
+
+
+def labs_on_axis(axis: str) -> tuple[Lab, ...]:
+    """The labs whose axis is *axis*, in number order.
+
+    >>> [item.number for item in labs_on_axis("Operations")]
+    [13, 14, 18]
+    >>> labs_on_axis("DP")[0].topic
+    'Data-parallel gradients'
+    >>> labs_on_axis("SP")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: axis must be one of 'DP', 'ZeRO/FSDP', 'TP/SP', ..., 'Interview'; got 'SP'
+
+    Raises ``ValueError`` for an axis not in :data:`AXES`.
+    """
+    check_choice("axis", axis, AXES)
+    return tuple(item for item in LABS if item.axis == axis)
+
+
+READING_PATHS.update(
+    {
+        # Everything, in number order: Section 00, then each section and its lab.
+        "learn it all": (SECTIONS[0], *_pair(*(item.number for item in LABS))),
+        # Seven days: the axes, the cluster, operations, then answering out loud.
+        "interview in a week": (
+            SECTIONS[0],
+            *_pair(1, 3, 4),
+            *_pair(5, 6, 7),
+            *_pair(10, 11, 17),
+            *_pair(8, 15, 16, 12),
+            *_pair(13, 14, 18),
+            *_pair(9),
+            "interview/practice",
+        ),
+        # Size a job (memory, plan), place it on the machine, price its
+        # traffic, then keep it running.
+        "size and place a real job": (
+            SECTIONS[0],
+            *_pair(17, 7, 8, 15, 16, 12, 13, 18),
+        ),
+    }
+)
