@@ -13,11 +13,16 @@ Each check returns the value it accepted, so callers can validate inline::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 
 __all__ = [
+    "MAX_RANKS",
     "check_choice",
+    "describe",
+    "flag",
+    "ranks_cap",
     "divisible",
     "nonnegative_int",
     "nonnegative_number",
@@ -26,6 +31,80 @@ __all__ = [
     "rank_in",
     "same_lengths",
 ]
+
+
+MAX_RANKS = 2**24
+"""Largest world size a function that lists one entry per rank accepts (16,777,216)."""
+
+
+def describe(value: object, limit: int = 40) -> str:
+    """A short description of *value* for an error message: never longer than about *limit*.
+
+    Strings and numbers are shown (truncated); anything else by its type and size,
+    so a message never expands an unbounded structure.
+
+    >>> describe("x" * 100)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... (100 chars)"
+    >>> describe([[1, 2]] * 10**6)
+    'a list of 1000000 items'
+    >>> describe(10**5000)
+    'an int of about 5001 digits'
+    """
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        if value.bit_length() > 128:
+            return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
+        return str(value)
+    if isinstance(value, float | Fraction):
+        text = str(value)
+        return text if len(text) <= limit else f"a {type(value).__name__} of {len(text)} chars"
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}... ({len(value)} chars)"
+    try:
+        size = len(value)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - describing must never fail
+        return f"a {type(value).__name__}"
+    return f"a {type(value).__name__} of {size} items"
+
+
+def flag(name: str, value: object) -> bool:
+    """Return *value* if it is a bool; ``pad="no"`` is not taken as true.
+
+    >>> flag("pad", "no")
+    Traceback (most recent call last):
+    ...
+    TypeError: pad must be a bool, got str
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def ranks_cap(name: str, value: object) -> int:
+    """Return *value* if it is an int in ``1..MAX_RANKS``; for functions that list every rank.
+
+    >>> ranks_cap("world_size", 2**30)
+    Traceback (most recent call last):
+    ...
+    ValueError: world_size must be <= 2**24 (16777216) to list every rank, got 1073741824
+    """
+    v = positive_int(name, value)
+    if v > MAX_RANKS:
+        raise ValueError(
+            f"{name} must be <= 2**24 ({MAX_RANKS}) to list every rank, got {describe(v)}"
+        )
+    return v
+
+
+def _number(name: str, value: object) -> int | float | Fraction:
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if isinstance(value, float) and math.isinf(value):  # NaN fails every range check
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
 
 
 def _int(name: str, value: object) -> int:
@@ -39,7 +118,7 @@ def positive_int(name: str, value: object) -> int:
     """Return *value* if it is an int >= 1, else raise naming *name*."""
     v = _int(name, value)
     if v < 1:
-        raise ValueError(f"{name} must be >= 1, got {v}")
+        raise ValueError(f"{name} must be >= 1, got {describe(v)}")
     return v
 
 
@@ -53,7 +132,7 @@ def nonnegative_int(name: str, value: object) -> int:
     """
     v = _int(name, value)
     if v < 0:
-        raise ValueError(f"{name} must be >= 0, got {v}")
+        raise ValueError(f"{name} must be >= 0, got {describe(v)}")
     return v
 
 
@@ -67,11 +146,10 @@ def nonnegative_number(name: str, value: object) -> int | float | Fraction:
     ...
     TypeError: seconds must be a number, got str
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not value >= 0:  # also rejects NaN
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return value
+    v = _number(name, value)
+    if not v >= 0:
+        raise ValueError(f"{name} must be >= 0, got {describe(v)}")
+    return v
 
 
 def positive_number(name: str, value: object) -> Fraction:
@@ -84,11 +162,10 @@ def positive_number(name: str, value: object) -> Fraction:
     ...
     ValueError: flops_per_second must be > 0, got 0
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not value > 0:  # also rejects NaN
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return Fraction(value)
+    v = _number(name, value)
+    if not v > 0:
+        raise ValueError(f"{name} must be > 0, got {describe(v)}")
+    return Fraction(v)
 
 
 def rank_in(name: str, value: object, world_size: int) -> int:
@@ -101,7 +178,7 @@ def rank_in(name: str, value: object, world_size: int) -> int:
     """
     v = _int(name, value)
     if not 0 <= v < world_size:
-        raise ValueError(f"{name} must be in range(0, {world_size}), got {v}")
+        raise ValueError(f"{name} must be in range(0, {world_size}), got {describe(v)}")
     return v
 
 
@@ -128,7 +205,7 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     """
     if not isinstance(value, str) or value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+        raise ValueError(f"{name} must be one of {allowed}; got {describe(value)}")
     return value
 
 
@@ -149,5 +226,6 @@ def same_lengths(name: str, rows: Sequence[Sequence[object]]) -> int:
             raise TypeError(f"{name} must be a sequence of per-rank sequences")
     lengths = [len(r) for r in rows]
     if len(set(lengths)) != 1:
-        raise ValueError(f"{name} must hold one equal-length list per rank; lengths are {lengths}")
+        shown = str(lengths) if len(lengths) <= 8 else f"{lengths[:8]} and {len(lengths) - 8} more"
+        raise ValueError(f"{name} must hold one equal-length list per rank; lengths are {shown}")
     return lengths[0]

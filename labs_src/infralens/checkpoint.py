@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from infralens._validate import nonnegative_int, positive_int
+from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap
 from infralens.sharding import chunk_offsets, chunk_sizes
 
 __all__ = [
@@ -45,6 +45,11 @@ class Chunk:
     rank: int
     offset: int
     length: int
+
+    def __post_init__(self) -> None:
+        nonnegative_int("rank", self.rank)
+        nonnegative_int("offset", self.offset)
+        nonnegative_int("length", self.length)
 
 
 @dataclass(frozen=True)
@@ -101,15 +106,24 @@ def reshard_reads(layout: Mapping[str, Sequence[Chunk]], world_size: int) -> lis
     Raises ``ValueError`` if *world_size* < 1 or a tensor's chunks overlap or
     leave a gap.
     """
-    m = positive_int("world_size", world_size)
+    m = ranks_cap("world_size", world_size)
+    if not isinstance(layout, Mapping):
+        raise TypeError(
+            f"layout must be a mapping of tensor name to chunks, got {describe(layout)}"
+        )
     reads: list[list[Read]] = [[] for _ in range(m)]
     for name, chunks in layout.items():
+        if isinstance(chunks, str | bytes) or not isinstance(chunks, Sequence):
+            raise TypeError(f"layout[{describe(name)}] must be a sequence of Chunk")
+        for c in chunks:
+            if not isinstance(c, Chunk):
+                raise TypeError(f"layout[{describe(name)}] must hold Chunk, got {describe(c)}")
         ordered = sorted(chunks, key=lambda c: c.offset)
         expected = 0
         for c in ordered:
             if c.offset != expected:
                 raise ValueError(
-                    f"chunks of {name!r} must tile the rows without gaps or overlaps: "
+                    f"chunks of layout[{describe(name)}] must tile the rows without gaps or overlaps: "
                     f"a chunk starts at {c.offset}, expected {expected}"
                 )
             expected = c.offset + c.length
@@ -167,6 +181,11 @@ class RolloutCursor:
     policy_version: int
     next_rollout: int
     max_staleness: int = 0
+
+    def __post_init__(self) -> None:
+        nonnegative_int("policy_version", self.policy_version)
+        nonnegative_int("next_rollout", self.next_rollout)
+        nonnegative_int("max_staleness", self.max_staleness)
 
     def accept(self, *, rollout: int, policy_version: int) -> RolloutCursor:
         """Return the cursor after consuming *rollout*, or raise if it is duplicated or stale."""

@@ -200,7 +200,7 @@ def llama_ffn_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: Fraction | 
     positive_int("multiple_of", multiple_of)
     f = 2 * 4 * dim // 3
     if ffn_dim_multiplier is not None:
-        f = int(Fraction(ffn_dim_multiplier) * f)
+        f = int(positive_number("ffn_dim_multiplier", ffn_dim_multiplier) * f)
     return -(-f // multiple_of) * multiple_of
 
 

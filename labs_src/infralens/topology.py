@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infralens._validate import nonnegative_int, positive_int
+from infralens._validate import nonnegative_int, positive_int, positive_number
 from infralens.hardware import SYSTEMS, System, system
 
 __all__ = ["Cluster", "LinkTier", "parse_node_shape"]
@@ -38,6 +38,11 @@ class LinkTier:
 
     name: str
     bandwidth_bytes_per_s: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a str, got {type(self.name).__name__}")
+        positive_number("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
 
 
 _SHAPE = re.compile(r"^(\d+)_nodes?_x_(\d+)_gpus?$")
