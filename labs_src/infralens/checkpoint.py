@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap
+from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap, typed
 from infralens.sharding import chunk_offsets, chunk_sizes
 
 __all__ = [
@@ -68,6 +68,7 @@ class Read:
     rows: int
 
 
+@typed
 def save_layout(shapes: Mapping[str, Sequence[int]], world_size: int) -> dict[str, list[Chunk]]:
     """The chunks N ranks write for tensors sharded on dim 0, one per rank.
 
@@ -145,6 +146,7 @@ REQUIRED_STATE = ("model", "optimizer", "step", "lr_scheduler", "rng", "dataload
 ONLINE_RL_STATE = ("policy_version", "rollout_cursor")
 
 
+@typed
 def check_complete(saved_keys: Iterable[str], *, online_rl: bool = False) -> None:
     """Raise ``ValueError`` naming every part a resume needs that *saved_keys* lacks.
 

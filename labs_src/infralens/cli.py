@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infralens._validate import check_choice, positive_number
+from infralens._validate import check_choice, positive_number, typed
 from infralens.design import Workload, fill_worksheet, render_markdown
 from infralens.fit import HBM_BYTES, gpu_memory, render
 from infralens.hardware import SYSTEMS
@@ -36,6 +36,7 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
     return value
 
 
+@typed
 def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
     """Validate a loaded plan file and build its plan, cluster and optional workload.
 
@@ -76,6 +77,7 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
     return plan, cluster, work
 
 
+@typed
 def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | None]:
     """Read a YAML plan file (needs PyYAML: ``pip install infralens-handbook[plan]``).
 
@@ -155,6 +157,7 @@ def _text(report: Mapping[str, Any], markdown: bool) -> str:
     return "\n".join(out)
 
 
+@typed
 def memory_report(
     model: str, path: str | Path, recipe: str, gpu: str, hbm_gb: float | None = None
 ) -> str:
@@ -195,6 +198,7 @@ def memory_report(
     return head + "\n" + render(breakdown, capacity, name)
 
 
+@typed
 def rank_report(
     model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int = 1
 ) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, divisible, positive_int
+from infralens._validate import check_choice, divisible, positive_int, typed
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
 from infralens.sharding import chunk_offsets, chunk_sizes
@@ -61,6 +61,7 @@ def _head_bytes(micro_batch: int, head_dim: int, bytes_per_element: int) -> int:
     )
 
 
+@typed
 def chunk_order(cp: int) -> tuple[int, ...]:
     """Sequence chunks in rank-major order under the load-balanced layout.
 
@@ -185,6 +186,7 @@ def ulysses_bytes(
     return UlyssesBytes(q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads))
 
 
+@typed
 def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int, int]]]:
     """``(token, head)`` pairs each rank holds after the sequence-to-heads all-to-all.
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
-from infralens._validate import positive_int
+from infralens._validate import positive_int, typed
 from infralens.batch import global_batch_size
 from infralens.collectives import Value, all_reduce, ring_bytes_sent
 from infralens.sharding import even_partition_size
@@ -42,6 +42,7 @@ __all__ = [
 T = TypeVar("T")
 
 
+@typed
 def mean_squared_error_grad(weight: Value, samples: Sequence[tuple[Value, Value]]) -> Fraction:
     """Gradient of the mean loss ``(w*x - y)**2 / 2`` over *samples*, at *weight*.
 
@@ -60,6 +61,7 @@ def mean_squared_error_grad(weight: Value, samples: Sequence[tuple[Value, Value]
     return total / len(samples)
 
 
+@typed
 def split_batch(samples: Sequence[T], dp_size: int) -> list[list[T]]:
     """Split a global batch into *dp_size* equal, contiguous per-rank slices.
 
@@ -79,6 +81,7 @@ def split_batch(samples: Sequence[T], dp_size: int) -> list[list[T]]:
     return [list(samples[r * size : (r + 1) * size]) for r in range(dp_size)]
 
 
+@typed
 def ddp_gradients(
     weight: Value, per_rank_samples: Sequence[Sequence[tuple[Value, Value]]]
 ) -> list[Fraction]:

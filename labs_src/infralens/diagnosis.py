@@ -39,6 +39,7 @@ from infralens._validate import (
     positive_int,
     positive_number,
     ranks_cap,
+    typed,
 )
 
 __all__ = [
@@ -131,6 +132,7 @@ class Trace:
         return [median(values) for values in by_rank]
 
 
+@typed
 def load_trace(path: str | Path) -> Trace:
     """Read a JSON trace: ``{"world_size": n, "records": [{step, rank, compute_s, ...}]}``.
 

@@ -40,6 +40,7 @@ from infralens._validate import (
     positive_number,
     rank_in,
     same_lengths,
+    typed,
 )
 from infralens.collectives import Value
 
@@ -60,6 +61,7 @@ __all__ = [
 ]
 
 
+@typed
 def top_k_experts(scores: Sequence[Sequence[Value | float]], top_k: int) -> list[tuple[int, ...]]:
     """Each token's ``top_k`` experts, highest score first; ties go to the lower index.
 
@@ -141,6 +143,7 @@ def _checked(routes: Sequence[Sequence[int]], experts: int) -> int:
     return e
 
 
+@typed
 def route(routes: Sequence[Sequence[int]], experts: int, capacity: int | None = None) -> Routing:
     """Count each expert's tokens and keep at most *capacity*, in order of arrival.
 
@@ -191,6 +194,7 @@ def expert_rank(expert: int, experts: int, ep: int) -> int:
     return rank_in("expert", expert, experts) // per
 
 
+@typed
 def send_buffer(
     routes: Sequence[Sequence[int]], experts: int, ep: int
 ) -> list[list[tuple[int, int]]]:
@@ -214,6 +218,7 @@ def send_buffer(
     return blocks
 
 
+@typed
 def send_counts(
     per_rank_routes: Sequence[Sequence[Sequence[int]]], experts: int, ep: int
 ) -> list[list[int]]:
@@ -235,6 +240,7 @@ def send_counts(
     return [[len(b) for b in send_buffer(r, experts, ep)] for r in per_rank_routes]
 
 
+@typed
 def transpose(counts: Sequence[Sequence[int]]) -> list[list[int]]:
     """Swap senders and receivers: the combine all-to-all's send counts.
 
@@ -244,6 +250,7 @@ def transpose(counts: Sequence[Sequence[int]]) -> list[list[int]]:
     return [list(col) for col in zip(*counts, strict=True)]
 
 
+@typed
 def received(
     per_rank_routes: Sequence[Sequence[Sequence[int]]], experts: int, ep: int
 ) -> list[list[tuple[int, int, int]]]:
@@ -289,6 +296,7 @@ def all_to_all_bytes(
     ]
 
 
+@typed
 def rank_tokens(per_expert: Sequence[int], ep: int) -> list[int]:
     """Tokens each EP rank processes: the sum over its experts of *per_expert*.
 
@@ -336,6 +344,7 @@ def layer_seconds(
     return max(tokens) * f / rate
 
 
+@typed
 def load_balancing_loss(
     probs: Sequence[Sequence[Value | float]], load: Sequence[int], alpha: Value | float = 1
 ) -> Fraction:

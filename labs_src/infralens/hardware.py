@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, positive_int, typed
 
 __all__ = ["GPU", "GPUS", "SYSTEMS", "System", "system"]
 
@@ -168,6 +168,7 @@ SYSTEMS: dict[str, System] = {
 """Node designs by key, as :meth:`infralens.topology.Cluster.from_node_shape` takes them."""
 
 
+@typed
 def system(name: str) -> System:
     """The preset called *name*.
 

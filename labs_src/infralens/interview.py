@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from infralens._validate import positive_int
+from infralens._validate import positive_int, typed
 from infralens.design import Workload, fill_worksheet
 from infralens.goodput import (
     expected_loss_per_failure,
@@ -108,6 +108,7 @@ class Scenario:
             )
 
 
+@typed
 def spoken_answer(scenario: Scenario) -> str:
     """The five parts as one answer, in the order an interviewer expects.
 

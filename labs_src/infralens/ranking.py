@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import positive_int
+from infralens._validate import positive_int, typed
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan, enumerate_plans
@@ -102,6 +102,7 @@ def rank_plans(
     return found[:n]
 
 
+@typed
 def render(ranked: list[RankedPlan]) -> str:
     """The ranking as a Markdown table."""
     lines = [

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import divisible, positive_int, positive_number
+from infralens._validate import divisible, positive_int, positive_number, typed
 from infralens.context_parallel import _head_bytes, _tokens
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 
+@typed
 def ring_schedule(cp: int) -> tuple[tuple[int, ...], ...]:
     """Whose K/V block each rank attends to at each ring step.
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infralens._validate import flag, nonnegative_int, positive_int, rank_in, ranks_cap
+from infralens._validate import flag, nonnegative_int, positive_int, rank_in, ranks_cap, typed
 
 __all__ = [
     "chunk_offsets",
@@ -136,6 +136,7 @@ def even_partition_size(numel: int, world_size: int, *, pad: bool = False) -> in
     return size
 
 
+@typed
 def shard_shape(shape: Sequence[int], world_size: int, rank: int) -> tuple[int, ...]:
     """Local shape of *rank*'s shard when a tensor is split on dim 0.
 

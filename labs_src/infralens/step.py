@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, positive_int, typed
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import (
     MAMF_BF16,
@@ -130,6 +130,7 @@ class Estimate:
         return t / (self.tokens_per_second_per_gpu * self.gpus) / 86400
 
 
+@typed
 def group_of(plan: ParallelPlan, axis: str) -> list[int]:
     """The *axis* group through rank 0, built without listing every group.
 

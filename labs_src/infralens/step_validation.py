@@ -25,7 +25,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from infralens._validate import check_choice
+from infralens._validate import check_choice, typed
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
 from infralens.plan import ParallelPlan
@@ -89,6 +89,7 @@ class RunCheck:
     bottleneck: str
 
 
+@typed
 def load_runs(path: str | Path) -> list[TrainingRun]:
     """Read the training-run CSV at *path*.
 
@@ -114,6 +115,7 @@ def load_runs(path: str | Path) -> list[TrainingRun]:
     return rows
 
 
+@typed
 def check_run(row: TrainingRun) -> RunCheck:
     """Predict *row*'s step and express it in the metric its source printed."""
     system = SYSTEMS[row.system]
@@ -140,6 +142,7 @@ def check_run(row: TrainingRun) -> RunCheck:
     return RunCheck(row, value, value / row.published - 1, e.seconds, e.bottleneck)
 
 
+@typed
 def markdown_report(checks: list[RunCheck]) -> str:
     """One table row per published run: configuration, published, predicted, error, source."""
     units = {"tflops_megatron": "TFLOP/s/GPU (Eq. 3)", "tflops_palm": "TFLOP/s/GPU (PaLM)",

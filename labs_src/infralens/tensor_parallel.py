@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, flag, positive_int, rank_in
+from infralens._validate import check_choice, divisible, flag, positive_int, rank_in, typed
 from infralens.collectives import ring_bytes_sent
 from infralens.nccl import predict
-from infralens.sharding import chunk_size, chunk_sizes, shard_shape
+from infralens.sharding import chunk_size, shard_shape
 from infralens.topology import Cluster
 
 __all__ = [
@@ -313,6 +313,7 @@ class LayerSeconds:
     communication: Fraction
 
 
+@typed
 def layer_seconds(
     *,
     cluster: Cluster,

@@ -29,7 +29,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from infralens._validate import check_choice
+from infralens._validate import check_choice, typed
 from infralens.hardware import GPUS, System
 from infralens.nccl import predict
 from infralens.topology import Cluster
@@ -101,6 +101,7 @@ class NcclCheck:
     passed: bool
 
 
+@typed
 def load_nccl_rows(path: str | Path) -> list[NcclRow]:
     """Read the measurement CSV at *path* (header as in ``tests/data/nccl_tests.csv``).
 
@@ -124,6 +125,7 @@ def load_nccl_rows(path: str | Path) -> list[NcclRow]:
     return rows
 
 
+@typed
 def check_nccl(row: NcclRow) -> NcclCheck:
     """Price *row* with :func:`infralens.nccl.predict` and judge the error by the rules above.
 
@@ -143,6 +145,7 @@ def check_nccl(row: NcclRow) -> NcclCheck:
     return NcclCheck(row, p.bus_bandwidth, p.algorithm, error, tolerance, abs(error) <= tolerance)
 
 
+@typed
 def medians(checks: list[NcclCheck], *, large: bool) -> dict[str, float]:
     """Median absolute error per run, over rows from 64 MiB up (*large*) or from 1 to 64 MiB.
 
@@ -165,6 +168,7 @@ def _source_cell(url: str) -> str:
     return f"[{repo}]({url})"
 
 
+@typed
 def markdown_report(checks: list[NcclCheck]) -> str:
     """The validation page's tables as Markdown: runs, their hardware, then each run's rows.
 
