@@ -14,9 +14,11 @@ Each check returns the value it accepted, so callers can validate inline::
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import functools
 import inspect
 import math
+import os
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -29,6 +31,7 @@ R = TypeVar("R")
 __all__ = [
     "MAX_RANKS",
     "check_choice",
+    "check_fields",
     "describe",
     "divisible",
     "flag",
@@ -38,6 +41,7 @@ __all__ = [
     "positive_number",
     "rank_in",
     "ranks_cap",
+    "read_text",
     "same_lengths",
     "typed",
 ]
@@ -329,6 +333,47 @@ def _explain(name: str, value: object, hint: object, nested: bool = False) -> st
     if isinstance(value, float) and math.isinf(value):
         got = str(value)
     return f"{name} must be {_hint_name(hint, plural=nested)}, got {got}"
+
+
+def read_text(path: object, what: str, max_bytes: int) -> str:
+    """Read the UTF-8 file *path* (at most *max_bytes*); every failure is a ``ValueError``
+    naming *what* and the path, never an ``OSError`` or a ``UnicodeDecodeError``.
+
+    >>> read_text("no/such.csv", "measurement file", 2**20)
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot read measurement file 'no/such.csv': No such file or directory
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    shown = describe(os.fspath(path), 80)
+    if not os.fspath(path):
+        raise ValueError(f"path of the {what} must not be empty")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
+    except (OSError, ValueError) as err:  # ValueError: an embedded NUL byte
+        reason = getattr(err, "strerror", None) or "not a usable file name"
+        raise ValueError(f"cannot read {what} {shown}: {reason}") from None
+    if len(raw) > max_bytes:
+        raise ValueError(f"{what} {shown} is larger than {max_bytes} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{what} {shown} is not UTF-8 (byte {err.start})") from None
+
+
+def check_fields(obj: object) -> None:
+    """Check a dataclass instance's fields against their annotations (see :func:`typed`).
+
+    Call it first in ``__post_init__``; raises ``TypeError`` naming the field.
+    """
+    hints = typing.get_type_hints(type(obj))
+    for field in dataclasses.fields(obj):  # type: ignore[arg-type]
+        hint = hints.get(field.name)
+        value = getattr(obj, field.name)
+        if hint is not None and not _matches(value, hint):
+            raise TypeError(_explain(field.name, value, hint))
 
 
 def typed(fn: Callable[P, R]) -> Callable[P, R]:

@@ -39,6 +39,7 @@ from infralens._validate import (
     positive_int,
     positive_number,
     ranks_cap,
+    read_text,
     typed,
 )
 
@@ -141,22 +142,12 @@ def load_trace(path: str | Path) -> Trace:
 
     Raises ``ValueError`` if the file is not such a document or misses ranks.
     """
-    if not isinstance(path, str | Path):
-        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    text = read_text(path, "trace", MAX_TRACE_BYTES)
     where = describe(str(path), 80)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_TRACE_BYTES + 1)
-    except (OSError, ValueError) as err:
-        raise ValueError(
-            f"cannot read trace {where}: {getattr(err, 'strerror', None) or err}"
-        ) from None
-    if len(raw) > MAX_TRACE_BYTES:
-        raise ValueError(f"trace {where} is larger than {MAX_TRACE_BYTES} bytes")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ValueError(f"trace {where} is not UTF-8 JSON") from None
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ValueError(f"trace {where} is not JSON") from None
     if not isinstance(data, Mapping) or "records" not in data or "world_size" not in data:
         raise ValueError(f"trace {where} must be a JSON object with 'world_size' and 'records'")
     fields = ("step", "rank", "compute_s", "comm_s", "data_wait_s")

@@ -247,6 +247,7 @@ def transpose(counts: Sequence[Sequence[int]]) -> list[list[int]]:
     >>> transpose([[1, 1], [2, 0]])
     [[1, 2], [1, 0]]
     """
+    same_lengths("counts", counts)
     return [list(col) for col in zip(*counts, strict=True)]
 
 
@@ -305,6 +306,8 @@ def rank_tokens(per_expert: Sequence[int], ep: int) -> list[int]:
 
     Raises ``ValueError`` if ``len(per_expert)`` is not divisible by *ep*.
     """
+    if not per_expert:
+        raise ValueError("per_expert must hold at least one expert")
     per = _experts_per_rank(len(per_expert), ep)
     return [
         sum(nonnegative_int("per_expert", n) for n in per_expert[r * per : (r + 1) * per])

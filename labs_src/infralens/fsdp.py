@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infralens._validate import nonnegative_int, positive_int, typed
+from infralens._validate import check_fields, describe, nonnegative_int, positive_int, typed
 from infralens.sharding import chunk_sizes, padded_shard_size
 
 __all__ = [
@@ -45,13 +45,18 @@ class Unit:
     param_shapes: tuple[tuple[int, ...], ...]
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if not self.param_shapes:
-            raise ValueError(f"param_shapes of unit {self.name!r} must hold at least one shape")
+            raise ValueError(
+                f"param_shapes of unit {describe(self.name)} must hold at least one shape"
+            )
         for shape in self.param_shapes:
             if not shape:
-                raise ValueError(f"param_shapes of unit {self.name!r} must not hold a 0-d shape")
+                raise ValueError(
+                    f"param_shapes of unit {describe(self.name)} must not hold a 0-d shape"
+                )
             for d in shape:
-                nonnegative_int(f"param_shapes of unit {self.name!r}", d)
+                nonnegative_int(f"param_shapes of unit {describe(self.name)}", d)
 
     @property
     def numel(self) -> int:

@@ -177,6 +177,6 @@ def system(name: str) -> System:
     >>> system("dgx-b300")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: preset must be one of 'dgx-a100', 'dgx-h100', ...; got 'dgx-b300'
+    ValueError: name must be one of 'dgx-a100', 'dgx-h100', ...; got 'dgx-b300'
     """
-    return SYSTEMS[check_choice("preset", name, list(SYSTEMS))]
+    return SYSTEMS[check_choice("name", name, list(SYSTEMS))]

@@ -22,7 +22,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infralens._validate import nonnegative_int, positive_int, positive_number
+from infralens._validate import (
+    check_choice,
+    nonnegative_int,
+    positive_int,
+    positive_number,
+    rank_in,
+    typed,
+)
 from infralens.hardware import SYSTEMS, System, system
 
 __all__ = ["Cluster", "LinkTier", "parse_node_shape"]
@@ -102,7 +109,7 @@ class Cluster:
         Raises ``ValueError`` for a malformed shape or an unknown preset.
         """
         nodes, gpus = parse_node_shape(node_shape)
-        return cls(nodes, gpus, system(preset))
+        return cls(nodes, gpus, system(check_choice("preset", preset, list(SYSTEMS))))
 
     @property
     def world_size(self) -> int:
@@ -151,6 +158,7 @@ class Cluster:
         self.node_of(rank)
         return int(rank) // self.domain_size
 
+    @typed
     def tier_of(self, ranks: Iterable[int]) -> LinkTier:
         """The slowest tier a group crosses: ``intra`` if all ranks share an NVLink domain.
 
@@ -160,7 +168,7 @@ class Cluster:
 
         Raises ``ValueError`` for an empty group or a rank outside the cluster.
         """
-        domains = {self.domain_of(r) for r in ranks}
+        domains = {self.domain_of(rank_in("ranks", r, self.world_size)) for r in ranks}
         if not domains:
             raise ValueError("ranks must hold at least one rank")
         return self.intra if len(domains) == 1 else self.inter
