@@ -124,7 +124,8 @@ def reshard_reads(layout: Mapping[str, Sequence[Chunk]], world_size: int) -> lis
         for c in ordered:
             if c.offset != expected:
                 raise ValueError(
-                    f"chunks of layout[{describe(name)}] must tile the rows without gaps or overlaps: "
+                    f"chunks of layout[{describe(name)}] must tile the rows without gaps "
+                    "or overlaps: "
                     f"a chunk starts at {c.offset}, expected {expected}"
                 )
             expected = c.offset + c.length

@@ -46,17 +46,14 @@ class Unit:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        unit = describe(self.name)
         if not self.param_shapes:
-            raise ValueError(
-                f"param_shapes of unit {describe(self.name)} must hold at least one shape"
-            )
+            raise ValueError(f"param_shapes of unit {unit} must hold at least one shape")
         for shape in self.param_shapes:
             if not shape:
-                raise ValueError(
-                    f"param_shapes of unit {describe(self.name)} must not hold a 0-d shape"
-                )
+                raise ValueError(f"param_shapes of unit {unit} must not hold a 0-d shape")
             for d in shape:
-                nonnegative_int(f"param_shapes of unit {describe(self.name)}", d)
+                nonnegative_int(f"param_shapes of unit {unit}", d)
 
     @property
     def numel(self) -> int:

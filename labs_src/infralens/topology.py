@@ -27,7 +27,6 @@ from infralens._validate import (
     nonnegative_int,
     positive_int,
     positive_number,
-    rank_in,
     typed,
 )
 from infralens.hardware import SYSTEMS, System, system
@@ -168,7 +167,11 @@ class Cluster:
 
         Raises ``ValueError`` for an empty group or a rank outside the cluster.
         """
-        domains = {self.domain_of(rank_in("ranks", r, self.world_size)) for r in ranks}
+        domains = set()
+        for r in ranks:
+            if nonnegative_int("ranks", r) >= self.world_size:
+                raise ValueError(f"ranks: rank must be < world_size {self.world_size}, got {r}")
+            domains.add(self.domain_of(r))
         if not domains:
             raise ValueError("ranks must hold at least one rank")
         return self.intra if len(domains) == 1 else self.inter
