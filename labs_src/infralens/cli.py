@@ -147,9 +147,12 @@ def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | 
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
     shown = describe(str(path), 80)
     try:
-        missing = not os.path.lexists(path)
+        os.stat(path)
+        missing = False
+    except FileNotFoundError:
+        missing = True
     except (OSError, ValueError):
-        missing = False  # let read_text say why
+        missing = False  # read_text names the reason: too long, not permitted, NUL byte
     if missing and str(path):
         raise ValueError(f"no such plan file: {shown}")
     text = read_text(path, "plan file", MAX_PLAN_BYTES)
