@@ -61,10 +61,15 @@ def plan(tmp_path: Path, text: str | bytes, name: str = "plan.yaml") -> Path:
     ("text", "expected"),
     [
         ("trainig: {layers: 2}\n" + GOOD, "unknown key 'trainig'; did you mean 'training'?"),
-        ("world_size: 1000000000000\nnode_shape: 125000000000_nodes_x_8_gpus\n"
-         "parallelism: {tp_size: 8, dp_size: 125000000000}\n", "at most 131072"),  # fmt: skip
-        ("world_size: 64\nnode_shape: 1000000_nodes_x_8_gpus\nparallelism: {tp_size: 8}\n",
-         "node_shape gives 8000000 GPUs"),  # fmt: skip
+        (
+            "world_size: 1000000000000\nnode_shape: 125000000000_nodes_x_8_gpus\n"
+            "parallelism: {tp_size: 8, dp_size: 125000000000}\n",
+            "at most 131072",
+        ),
+        (
+            "world_size: 64\nnode_shape: 1000000_nodes_x_8_gpus\nparallelism: {tp_size: 8}\n",
+            "node_shape gives 8000000 GPUs",
+        ),
         (GOOD + "cluster: " + "x" * 10_000 + "\n", "preset must be one of"),
         (GOOD.replace("8\n", "8.5\n", 1), "world_size must be an int, got float"),
     ],
@@ -116,8 +121,17 @@ def test_memory_command_reads_plans_the_same_way(tmp_path: Path) -> None:
 
 
 def test_rank_command_rejects_nonpositive_gpus() -> None:
-    done, cpu = run("rank", "--model", "llama3-70b", "--gpus", "-8", "--seq-len", "4096",
-                    "--global-batch", "512")  # fmt: skip
+    done, cpu = run(
+        "rank",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "-8",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "512",
+    )
     assert_one_line(done, cpu, "gpus must be >= 1")
 
 

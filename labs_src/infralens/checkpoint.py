@@ -155,13 +155,13 @@ def check_complete(saved_keys: Iterable[str], *, online_rl: bool = False) -> Non
     >>> check_complete(["model", "optimizer", "step", "lr_scheduler", "rng"], online_rl=True)
     Traceback (most recent call last):
     ...
-    ValueError: checkpoint lacks dataloader, policy_version, rollout_cursor
+    ValueError: saved_keys: checkpoint lacks dataloader, policy_version, rollout_cursor
     """
     have = set(saved_keys)
     needed = REQUIRED_STATE + (ONLINE_RL_STATE if online_rl else ())
     missing = [k for k in needed if k not in have]
     if missing:
-        raise ValueError("checkpoint lacks " + ", ".join(missing))
+        raise ValueError("saved_keys: checkpoint lacks " + ", ".join(missing))
 
 
 @dataclass(frozen=True)

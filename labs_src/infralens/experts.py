@@ -315,6 +315,7 @@ def rank_tokens(per_expert: Sequence[int], ep: int) -> list[int]:
     ]
 
 
+@typed
 def layer_seconds(
     load: Sequence[int],
     ep: int,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from infralens._validate import (
     check_choice,
+    describe,
     nonnegative_int,
     positive_int,
     positive_number,
@@ -68,7 +69,9 @@ def parse_node_shape(node_shape: str) -> tuple[int, int]:
     """
     match = _SHAPE.match(node_shape) if isinstance(node_shape, str) else None
     if not match:
-        raise ValueError(f"node_shape must look like '8_nodes_x_8_gpus', got {node_shape!r}")
+        raise ValueError(
+            f"node_shape must look like '8_nodes_x_8_gpus', got {describe(node_shape)}"
+        )
     return (
         positive_int("node_shape nodes", int(match[1])),
         positive_int("node_shape gpus", int(match[2])),
