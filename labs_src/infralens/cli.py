@@ -162,7 +162,7 @@ def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | 
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise ValueError(
                     f"plan file {shown} uses a YAML alias at line {mark.line + 1}; "
                     "write the value out"
