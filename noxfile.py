@@ -106,7 +106,7 @@ def tests(session: nox.Session) -> None:
 def fuzz(session: nox.Session) -> None:
     """The input contract (tests/test_contract.py) with a bigger budget; prints the cases run."""
     session.install("-e", ".[tests]")
-    examples = session.posargs[0] if session.posargs else "300"
+    examples = session.posargs[0] if session.posargs else "250"
     report = BUILD / "fuzz-cases.txt"
     report.parent.mkdir(exist_ok=True)
     report.unlink(missing_ok=True)
