@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
-from infralens._validate import positive_int, typed
+from infralens._validate import positive_int, ranks_cap, typed
 from infralens.batch import global_batch_size
 from infralens.collectives import Value, all_reduce, ring_bytes_sent
 from infralens.sharding import even_partition_size
@@ -77,7 +77,7 @@ def split_batch(samples: Sequence[T], dp_size: int) -> list[list[T]]:
 
     Raises ``ValueError`` if ``len(samples)`` is not a multiple of *dp_size*.
     """
-    size = even_partition_size(len(samples), positive_int("dp_size", dp_size))
+    size = even_partition_size(len(samples), ranks_cap("dp_size", dp_size))
     return [list(samples[r * size : (r + 1) * size]) for r in range(dp_size)]
 
 

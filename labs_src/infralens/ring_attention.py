@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import divisible, positive_int, positive_number, typed
+from infralens._validate import divisible, positive_int, positive_number, ranks_cap, typed
 from infralens.context_parallel import _head_bytes, _tokens
 
 __all__ = [
@@ -48,7 +48,7 @@ def ring_schedule(cp: int) -> tuple[tuple[int, ...], ...]:
 
     Raises ``ValueError`` if *cp* < 1.
     """
-    n = positive_int("cp", cp)
+    n = ranks_cap("cp", cp)
     return tuple(tuple((r - t) % n for t in range(n)) for r in range(n))
 
 
