@@ -137,6 +137,20 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def fuzz(session: nox.Session) -> None:
+    """The input contract (tests/test_contract.py) with a bigger budget; prints the cases run."""
+    session.install("-e", ".[tests]")
+    examples = session.posargs[0] if session.posargs else "250"
+    report = BUILD / "fuzz-cases.txt"
+    report.parent.mkdir(exist_ok=True)
+    report.unlink(missing_ok=True)
+    env = {"INFRALENS_FUZZ_EXAMPLES": examples, "INFRALENS_FUZZ_REPORT": str(report)}
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_contract.py", env=env)
+    counts = [int(line.split()[1]) for line in report.read_text().splitlines()]
+    session.log(f"{sum(counts)} cases over {len(counts)} callables ({examples} examples each)")
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, and mypy --strict on the package."""
     session.install("-e", ".[lint]")

@@ -20,7 +20,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import nonnegative_int, nonnegative_number, positive_int
+from infralens._validate import nonnegative_int, nonnegative_number, positive_int, typed
 from infralens.collectives import ring_bytes_sent
 
 __all__ = [
@@ -73,6 +73,7 @@ def _walk(
     return closed, [b for b in open_.values() if b]
 
 
+@typed
 def assign_buckets(
     sizes_bytes: Sequence[int],
     bucket_limits: Sequence[int],
@@ -119,6 +120,7 @@ def ddp_bucket_limits(bucket_cap_mb: int | None = None) -> list[int]:
     return [positive_int("bucket_cap_mb", bucket_cap_mb) * MIB]
 
 
+@typed
 def ddp_initial_buckets(
     sizes_bytes: Sequence[int],
     dtypes: Sequence[Hashable] | None = None,
@@ -161,6 +163,7 @@ def ddp_initial_buckets(
     return assign_buckets(sizes_bytes, ddp_bucket_limits(bucket_cap_mb), dtypes)
 
 
+@typed
 def ddp_rebuilt_buckets(
     sizes_bytes: Sequence[int],
     ready_order: Sequence[int],
@@ -214,6 +217,7 @@ class Overlap:
         return max(Fraction(0), end - self.backward_end)
 
 
+@typed
 def overlap(
     backward_seconds: Sequence[Fraction | int],
     grad_bytes: Sequence[int],

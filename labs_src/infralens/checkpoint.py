@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from infralens._validate import nonnegative_int, positive_int
+from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap, typed
 from infralens.sharding import chunk_offsets, chunk_sizes
 
 __all__ = [
@@ -46,6 +46,11 @@ class Chunk:
     offset: int
     length: int
 
+    def __post_init__(self) -> None:
+        nonnegative_int("rank", self.rank)
+        nonnegative_int("offset", self.offset)
+        nonnegative_int("length", self.length)
+
 
 @dataclass(frozen=True)
 class Read:
@@ -63,6 +68,7 @@ class Read:
     rows: int
 
 
+@typed
 def save_layout(shapes: Mapping[str, Sequence[int]], world_size: int) -> dict[str, list[Chunk]]:
     """The chunks N ranks write for tensors sharded on dim 0, one per rank.
 
@@ -101,15 +107,25 @@ def reshard_reads(layout: Mapping[str, Sequence[Chunk]], world_size: int) -> lis
     Raises ``ValueError`` if *world_size* < 1 or a tensor's chunks overlap or
     leave a gap.
     """
-    m = positive_int("world_size", world_size)
+    m = ranks_cap("world_size", world_size)
+    if not isinstance(layout, Mapping):
+        raise TypeError(
+            f"layout must be a mapping of tensor name to chunks, got {describe(layout)}"
+        )
     reads: list[list[Read]] = [[] for _ in range(m)]
     for name, chunks in layout.items():
+        if isinstance(chunks, str | bytes) or not isinstance(chunks, Sequence):
+            raise TypeError(f"layout[{describe(name)}] must be a sequence of Chunk")
+        for c in chunks:
+            if not isinstance(c, Chunk):
+                raise TypeError(f"layout[{describe(name)}] must hold Chunk, got {describe(c)}")
         ordered = sorted(chunks, key=lambda c: c.offset)
         expected = 0
         for c in ordered:
             if c.offset != expected:
                 raise ValueError(
-                    f"chunks of {name!r} must tile the rows without gaps or overlaps: "
+                    f"chunks of layout[{describe(name)}] must tile the rows without gaps "
+                    "or overlaps: "
                     f"a chunk starts at {c.offset}, expected {expected}"
                 )
             expected = c.offset + c.length
@@ -131,6 +147,7 @@ REQUIRED_STATE = ("model", "optimizer", "step", "lr_scheduler", "rng", "dataload
 ONLINE_RL_STATE = ("policy_version", "rollout_cursor")
 
 
+@typed
 def check_complete(saved_keys: Iterable[str], *, online_rl: bool = False) -> None:
     """Raise ``ValueError`` naming every part a resume needs that *saved_keys* lacks.
 
@@ -138,13 +155,13 @@ def check_complete(saved_keys: Iterable[str], *, online_rl: bool = False) -> Non
     >>> check_complete(["model", "optimizer", "step", "lr_scheduler", "rng"], online_rl=True)
     Traceback (most recent call last):
     ...
-    ValueError: checkpoint lacks dataloader, policy_version, rollout_cursor
+    ValueError: saved_keys: checkpoint lacks dataloader, policy_version, rollout_cursor
     """
     have = set(saved_keys)
     needed = REQUIRED_STATE + (ONLINE_RL_STATE if online_rl else ())
     missing = [k for k in needed if k not in have]
     if missing:
-        raise ValueError("checkpoint lacks " + ", ".join(missing))
+        raise ValueError("saved_keys: checkpoint lacks " + ", ".join(missing))
 
 
 @dataclass(frozen=True)
@@ -167,6 +184,11 @@ class RolloutCursor:
     policy_version: int
     next_rollout: int
     max_staleness: int = 0
+
+    def __post_init__(self) -> None:
+        nonnegative_int("policy_version", self.policy_version)
+        nonnegative_int("next_rollout", self.next_rollout)
+        nonnegative_int("max_staleness", self.max_staleness)
 
     def accept(self, *, rollout: int, policy_version: int) -> RolloutCursor:
         """Return the cursor after consuming *rollout*, or raise if it is duplicated or stale."""

@@ -10,13 +10,22 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infralens._validate import check_choice, positive_number
+from infralens._validate import (
+    check_choice,
+    describe,
+    positive_int,
+    positive_number,
+    read_text,
+    typed,
+)
 from infralens.design import Workload, fill_worksheet, render_markdown
 from infralens.fit import HBM_BYTES, gpu_memory, render
 from infralens.hardware import SYSTEMS
@@ -25,7 +34,25 @@ from infralens.plan import AXES, FREQUENCY, ParallelPlan
 from infralens.precision import RECIPES
 from infralens.topology import Cluster
 
-__all__ = ["load_plan_file", "main", "memory_report", "parse_plan", "rank_report"]
+__all__ = [
+    "MAX_PLAN_BYTES",
+    "MAX_PLAN_RANKS",
+    "TOP_KEYS",
+    "load_plan_file",
+    "main",
+    "memory_report",
+    "parse_plan",
+    "rank_report",
+]
+
+MAX_PLAN_BYTES = 2**20
+"""Largest plan file read (1 MiB); a plan is a few lines."""
+
+MAX_PLAN_RANKS = 2**17
+"""Largest world size the plan command lays out (131,072 GPUs): it prints every rank."""
+
+TOP_KEYS = ("world_size", "node_shape", "cluster", "parallelism", "training")
+"""The keys a plan file may hold at its top level."""
 
 DEGREE_KEYS = {"tp_size": "tp", "pp_size": "pp", "dp_size": "dp", "cp_size": "cp", "ep_size": "ep"}
 
@@ -36,6 +63,26 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
     return value
 
 
+def _plan_size(name: str, value: object) -> int:
+    v = positive_int(name, value)
+    if v > MAX_PLAN_RANKS:
+        raise ValueError(
+            f"{name} gives {describe(v)} GPUs; the plan command lists every rank and "
+            f"takes at most {MAX_PLAN_RANKS}"
+        )
+    return v
+
+
+def _no_unknown(keys: Iterable[object], known: Sequence[str], where: str) -> None:
+    """Raise naming the first unknown key and the closest known one (a typo is an error)."""
+    for key in keys:
+        if key not in known:
+            close = difflib.get_close_matches(str(key)[:100], known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; use one of {', '.join(known)}"
+            raise ValueError(f"{where} has an unknown key {describe(key)}{hint}")
+
+
+@typed
 def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
     """Validate a loaded plan file and build its plan, cluster and optional workload.
 
@@ -50,14 +97,17 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
     ValueError: tp * cp * pp * dp must equal world_size: 8 * 1 * 1 * 4 = 32 != 16
     """
     top = _mapping(data, "the plan file")
+    _no_unknown(top, TOP_KEYS, "the plan file")
     for key in ("world_size", "node_shape", "parallelism"):
         if key not in top:
             raise ValueError(f"the plan file needs a '{key}' entry")
+    _plan_size("world_size", top["world_size"])  # refuse huge plans before listing a rank
     cluster = Cluster.from_node_shape(top["node_shape"], top.get("cluster", "dgx-h100"))
+    _plan_size("node_shape", cluster.world_size)
     par = _mapping(top["parallelism"], "parallelism")
-    unknown = sorted(set(par) - set(DEGREE_KEYS) - {"order"})
+    unknown = sorted(str(k)[:40] for k in set(par) - set(DEGREE_KEYS) - {"order"})
     if unknown:
-        raise ValueError(f"parallelism has unknown keys {unknown}; use {sorted(DEGREE_KEYS)}")
+        raise ValueError(f"parallelism has unknown keys {unknown[:5]}; use {sorted(DEGREE_KEYS)}")
     degrees = {DEGREE_KEYS[k]: v for k, v in par.items() if k in DEGREE_KEYS}
     plan = ParallelPlan(**degrees, order=par.get("order", "tp-cp-dp-pp"))
     plan.check_world_size(top["world_size"])
@@ -69,20 +119,23 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
     if "training" in top:
         training = _mapping(top["training"], "training")
         known = set(Workload.__dataclass_fields__)
-        unknown_training = sorted(set(training) - known)
+        unknown_training = sorted(str(k)[:40] for k in set(training) - known)
         if unknown_training:
-            raise ValueError(f"training has unknown keys {unknown_training}; use {sorted(known)}")
+            raise ValueError(
+                f"training has unknown keys {unknown_training[:5]}; use {sorted(known)}"
+            )
         work = Workload(**training)
     return plan, cluster, work
 
 
+@typed
 def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | None]:
     """Read a YAML plan file (needs PyYAML: ``pip install infralens-handbook[plan]``).
 
     >>> load_plan_file("no/such/plan.yaml")
     Traceback (most recent call last):
     ...
-    ValueError: no such plan file: no/such/plan.yaml
+    ValueError: no such plan file: 'no/such/plan.yaml'
     """
     try:
         import yaml
@@ -90,15 +143,40 @@ def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | 
         raise ValueError(
             "reading YAML needs PyYAML: pip install 'infralens-handbook[plan]'"
         ) from None
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"no such plan file: {p}")
+    if not isinstance(path, str | Path):
+        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    shown = describe(str(path), 80)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        os.stat(path)
+        missing = False
+    except FileNotFoundError:
+        missing = True
+    except (OSError, ValueError):
+        missing = False  # read_text names the reason: too long, not permitted, NUL byte
+    if missing and str(path):
+        raise ValueError(f"no such plan file: {shown}")
+    text = read_text(path, "plan file", MAX_PLAN_BYTES)
+
+    class _NoAliases(yaml.SafeLoader):
+        """SafeLoader that refuses anchors and aliases: no exponential expansion."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise ValueError(
+                    f"plan file {shown} uses a YAML alias at line {mark.line + 1}; "
+                    "write the value out"
+                )
+            return super().compose_node(parent, index)
+
+    try:
+        data = yaml.load(text, Loader=_NoAliases)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ValueError(f"{p} is not valid YAML{where}") from None
+        raise ValueError(f"{shown} is not valid YAML{where}") from None
+    except RecursionError:
+        raise ValueError(f"plan file {shown} nests too deeply") from None
     return parse_plan(data)
 
 
@@ -155,6 +233,7 @@ def _text(report: Mapping[str, Any], markdown: bool) -> str:
     return "\n".join(out)
 
 
+@typed
 def memory_report(
     model: str, path: str | Path, recipe: str, gpu: str, hbm_gb: float | None = None
 ) -> str:
@@ -167,7 +246,7 @@ def memory_report(
     >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16", "h100-sxm5-80gb")
     Traceback (most recent call last):
     ...
-    ValueError: no such plan file: no/such/plan.yaml
+    ValueError: no such plan file: 'no/such/plan.yaml'
     """
     plan, _, work = load_plan_file(path)
     if plan.cp > 1 or plan.ep > 1:
@@ -195,6 +274,7 @@ def memory_report(
     return head + "\n" + render(breakdown, capacity, name)
 
 
+@typed
 def rank_report(
     model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int = 1
 ) -> str:
@@ -208,8 +288,9 @@ def rank_report(
     from infralens.ranking import rank_plans
     from infralens.ranking import render as render_ranking
 
-    node = SYSTEMS[check_choice("cluster", system, tuple(SYSTEMS))]
-    if gpus < 1 or gpus % node.gpus_per_node:
+    node = SYSTEMS[check_choice("system", system, tuple(SYSTEMS))]
+    positive_int("gpus", gpus)
+    if gpus % node.gpus_per_node:
         raise ValueError(
             f"gpus must be a multiple of the {node.gpus_per_node} GPUs of a {node.name} node, "
             f"got {gpus}"
@@ -226,7 +307,22 @@ def rank_report(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (2 for bad input, one line on stderr).
+
+    A closed stdout (output piped to ``head``) ends quietly.
+    """
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler
+        return status
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at devnull so that does not fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infralens", description="InfraLens tools.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     plan_cmd = commands.add_parser(

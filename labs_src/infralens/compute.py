@@ -164,10 +164,10 @@ def mfu(achieved_flops_per_s: float | int | Fraction, peak_flops_per_s: float | 
     0.404
     >>> mfu(400e12, 1979e12) < 0.25     # the same run against the sparse peak
     True
-    >>> mfu(1100e12, 989.5e12)
+    >>> mfu(1100e12, 989.5e12)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: MFU above 1 (1.112): the peak is not the dense peak of this GPU
+    ValueError: MFU above 1 (1.112): achieved_flops_per_s exceeds peak_flops_per_s; the peak ...
 
     Raises ``ValueError`` for a negative rate, a peak below or at 0, or a result above 1.
     """
@@ -175,5 +175,8 @@ def mfu(achieved_flops_per_s: float | int | Fraction, peak_flops_per_s: float | 
     peak = positive_number("peak_flops_per_s", peak_flops_per_s)
     value = float(achieved) / float(peak)
     if value > 1:
-        raise ValueError(f"MFU above 1 ({value:.3f}): the peak is not the dense peak of this GPU")
+        raise ValueError(
+            f"MFU above 1 ({value:.3f}): achieved_flops_per_s exceeds peak_flops_per_s; "
+            "the peak is not the dense peak of this GPU"
+        )
     return value

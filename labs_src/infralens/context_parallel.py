@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, divisible, positive_int
+from infralens._validate import check_choice, divisible, positive_int, ranks_cap, typed
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
 from infralens.sharding import chunk_offsets, chunk_sizes
@@ -47,7 +47,7 @@ SCORES = ("materialised", "flash", "table2_at_s_over_cp")
 
 def _tokens(seq_len: int, cp: int) -> int:
     """Tokens per rank, ``seq_len / cp``; the sequence must split evenly."""
-    n = positive_int("cp", cp)
+    n = ranks_cap("cp", cp)
     return divisible("seq_len", positive_int("seq_len", seq_len), "cp", n) // n
 
 
@@ -61,6 +61,7 @@ def _head_bytes(micro_batch: int, head_dim: int, bytes_per_element: int) -> int:
     )
 
 
+@typed
 def chunk_order(cp: int) -> tuple[int, ...]:
     """Sequence chunks in rank-major order under the load-balanced layout.
 
@@ -75,7 +76,7 @@ def chunk_order(cp: int) -> tuple[int, ...]:
 
     Raises ``ValueError`` if *cp* < 1.
     """
-    n = positive_int("cp", cp)
+    n = ranks_cap("cp", cp)
     return tuple(c for i in range(n) for c in (i, 2 * n - 1 - i))
 
 
@@ -97,7 +98,7 @@ def token_ranges(
     Raises ``ValueError`` if *seq_len* < 1, *cp* < 1 or *layout* is unknown.
     """
     s = positive_int("seq_len", seq_len)
-    n = positive_int("cp", cp)
+    n = ranks_cap("cp", cp)
     mode = check_choice("layout", layout, LAYOUTS)
     pieces = n if mode == "contiguous" else 2 * n
     spans = [
@@ -185,6 +186,7 @@ def ulysses_bytes(
     return UlyssesBytes(q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads))
 
 
+@typed
 def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int, int]]]:
     """``(token, head)`` pairs each rank holds after the sequence-to-heads all-to-all.
 
@@ -201,7 +203,7 @@ def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int,
 
     Raises ``ValueError`` unless *seq_len* and *heads* are divisible by *cp*.
     """
-    c, n = _tokens(seq_len, cp), cp
+    c, n = _tokens(seq_len, cp), ranks_cap("cp", cp)
     g = divisible("heads", positive_int("heads", heads), "cp", n) // n
     send = [
         [

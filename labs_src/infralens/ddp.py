@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
-from infralens._validate import positive_int
+from infralens._validate import divisible, positive_int, ranks_cap, typed
 from infralens.batch import global_batch_size
 from infralens.collectives import Value, all_reduce, ring_bytes_sent
-from infralens.sharding import even_partition_size
 
 __all__ = [
     "DataParallelStep",
@@ -42,6 +41,7 @@ __all__ = [
 T = TypeVar("T")
 
 
+@typed
 def mean_squared_error_grad(weight: Value, samples: Sequence[tuple[Value, Value]]) -> Fraction:
     """Gradient of the mean loss ``(w*x - y)**2 / 2`` over *samples*, at *weight*.
 
@@ -60,6 +60,7 @@ def mean_squared_error_grad(weight: Value, samples: Sequence[tuple[Value, Value]
     return total / len(samples)
 
 
+@typed
 def split_batch(samples: Sequence[T], dp_size: int) -> list[list[T]]:
     """Split a global batch into *dp_size* equal, contiguous per-rank slices.
 
@@ -71,14 +72,16 @@ def split_batch(samples: Sequence[T], dp_size: int) -> list[list[T]]:
     >>> split_batch(["a", "b", "c"], 2)
     Traceback (most recent call last):
     ...
-    ValueError: numel must be divisible by world_size without pad=True: 3 % 2 = 1
+    ValueError: len(samples) must be divisible by dp_size: 3 % 2 = 1
 
     Raises ``ValueError`` if ``len(samples)`` is not a multiple of *dp_size*.
     """
-    size = even_partition_size(len(samples), positive_int("dp_size", dp_size))
-    return [list(samples[r * size : (r + 1) * size]) for r in range(dp_size)]
+    n = ranks_cap("dp_size", dp_size)
+    size = divisible("len(samples)", len(samples), "dp_size", n) // n
+    return [list(samples[r * size : (r + 1) * size]) for r in range(n)]
 
 
+@typed
 def ddp_gradients(
     weight: Value, per_rank_samples: Sequence[Sequence[tuple[Value, Value]]]
 ) -> list[Fraction]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+from infralens._validate import typed
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
 from infralens.fit import HBM_BYTES
@@ -67,6 +68,7 @@ def _slowest(plan: ParallelPlan, axis: str, cluster: Cluster) -> tuple[str, list
     return (cluster.inter.name, spans[0]) if spans else (cluster.intra.name, groups[0])
 
 
+@typed
 def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Worksheet:
     """Fill the axis table, communication table and memory for *plan* on *cluster*.
 
@@ -182,6 +184,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     )  # fmt: skip
 
 
+@typed
 def compare(plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload) -> list[Worksheet]:
     """Fill one worksheet per plan, in the order given.
 
@@ -198,6 +201,7 @@ def compare(plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload) -> 
     return [fill_worksheet(p, cluster, work) for p in plans]
 
 
+@typed
 def render_markdown(sheet: Worksheet) -> str:
     """The worksheet as two Markdown tables and a memory line.
 

@@ -26,14 +26,27 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from statistics import median
 
-from infralens._validate import positive_int
+from infralens._validate import (
+    check_choice,
+    describe,
+    flag,
+    nonnegative_int,
+    nonnegative_number,
+    positive_int,
+    positive_number,
+    ranks_cap,
+    read_text,
+    typed,
+)
 
 __all__ = [
     "COLLECT_FIRST",
     "FAILURE_CHECKLIST",
+    "MAX_TRACE_BYTES",
     "STARTER_TRACES",
     "Diagnosis",
     "RankStep",
@@ -42,6 +55,9 @@ __all__ = [
     "load_trace",
     "scaling_efficiency",
 ]
+
+MAX_TRACE_BYTES = 64 * 2**20
+"""Largest trace file :func:`load_trace` reads (64 MiB)."""
 
 STARTER_TRACES = Path(__file__).resolve().parents[1] / "starters" / "traces"
 """The synthetic traces shipped with Lab 14 (in the source tree, beside the package)."""
@@ -57,6 +73,12 @@ class RankStep:
     comm_s: float
     data_wait_s: float
 
+    def __post_init__(self) -> None:
+        nonnegative_int("step", self.step)
+        nonnegative_int("rank", self.rank)
+        for name in ("compute_s", "comm_s", "data_wait_s"):
+            nonnegative_number(name, getattr(self, name))
+
     @property
     def step_s(self) -> float:
         """Wall time of the step on this rank."""
@@ -71,32 +93,47 @@ class Trace:
     records: tuple[RankStep, ...]
 
     def __post_init__(self) -> None:
-        positive_int("world_size", self.world_size)
+        # work and memory grow with the records, never with world_size itself
+        w = ranks_cap("world_size", self.world_size)
+        if isinstance(self.records, str | bytes) or not isinstance(self.records, Sequence):
+            raise TypeError(f"records must be a sequence of RankStep, got {describe(self.records)}")
         steps: dict[int, set[int]] = {}
         for r in self.records:
-            steps.setdefault(r.step, set()).add(r.rank)
-            for name in ("compute_s", "comm_s", "data_wait_s"):
-                if not getattr(r, name) >= 0:
-                    raise ValueError(f"{name} must be >= 0 (step {r.step}, rank {r.rank})")
-        if not steps:
-            raise ValueError("trace must hold at least one record")
-        for step, ranks in sorted(steps.items()):
-            missing = sorted(set(range(self.world_size)) - ranks)
-            extra = sorted(ranks - set(range(self.world_size)))
-            if missing or extra:
+            if not isinstance(r, RankStep):
+                raise TypeError(f"records must hold RankStep, got {describe(r)}")
+            ranks = steps.setdefault(r.step, set())
+            if r.rank >= w:
                 raise ValueError(
-                    f"trace at step {step} must have ranks 0..{self.world_size - 1} once each; "
-                    f"missing {missing}, unexpected {extra}"
+                    f"records at step {r.step} must have ranks 0..{w - 1}; unexpected [{r.rank}]"
+                )
+            if r.rank in ranks:
+                raise ValueError(f"records: rank {r.rank} appears twice at step {r.step}")
+            ranks.add(r.rank)
+        if not steps:
+            raise ValueError("records must hold at least one record")
+        for step, ranks in sorted(steps.items()):
+            if len(ranks) != w:
+                gone = w - len(ranks)
+                missing = list(islice((k for k in range(w) if k not in ranks), 8))
+                more = f" and {gone - len(missing)} more" if gone > len(missing) else ""
+                raise ValueError(
+                    f"records at step {step} must have ranks 0..{w - 1} once each; "
+                    f"missing {missing}{more}"
                 )
 
     def per_rank(self, field: str) -> list[float]:
-        """Median over steps of *field* for each rank, in rank order."""
-        return [
-            median(getattr(r, field) for r in self.records if r.rank == rank)
-            for rank in range(self.world_size)
-        ]
+        """Median over steps of *field* for each rank, in rank order.
+
+        Raises ``ValueError`` unless *field* is one of step_s, compute_s, comm_s, data_wait_s.
+        """
+        check_choice("field", field, ("step_s", "compute_s", "comm_s", "data_wait_s"))
+        by_rank: list[list[float]] = [[] for _ in range(self.world_size)]
+        for r in self.records:  # one pass: linear in the records
+            by_rank[r.rank].append(getattr(r, field))
+        return [median(values) for values in by_rank]
 
 
+@typed
 def load_trace(path: str | Path) -> Trace:
     """Read a JSON trace: ``{"world_size": n, "records": [{step, rank, compute_s, ...}]}``.
 
@@ -105,15 +142,27 @@ def load_trace(path: str | Path) -> Trace:
 
     Raises ``ValueError`` if the file is not such a document or misses ranks.
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    text = read_text(path, "trace", MAX_TRACE_BYTES)
+    where = describe(str(path), 80)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ValueError(f"trace {where} is not JSON") from None
     if not isinstance(data, Mapping) or "records" not in data or "world_size" not in data:
-        raise ValueError(f"{path} must be a JSON object with 'world_size' and 'records'")
+        raise ValueError(f"trace {where} must be a JSON object with 'world_size' and 'records'")
     fields = ("step", "rank", "compute_s", "comm_s", "data_wait_s")
+    if not isinstance(data["records"], list):
+        raise ValueError(f"trace {where}: records must be a list")
     try:
         records = tuple(RankStep(*(r[f] for f in fields)) for r in data["records"])
     except (KeyError, TypeError):
-        raise ValueError(f"every record in {path} needs {', '.join(fields)}") from None
-    return Trace(int(data["world_size"]), records)
+        raise ValueError(f"every record in {where} needs {', '.join(fields)}") from None
+    except ValueError as err:
+        raise ValueError(f"trace {where}: {str(err)[:200]}") from None
+    try:
+        return Trace(data["world_size"], records)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"trace {where}: {str(err)[:200]}") from None
 
 
 @dataclass(frozen=True)
@@ -138,6 +187,11 @@ def classify(
     ...  for n in ("compute_bound", "communication_bound", "input_stall")]
     ['compute-bound', 'communication-bound', 'input-pipeline stall']
     """
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace must be a Trace, got {type(trace).__name__}")
+    positive_number("straggler_ratio", straggler_ratio)
+    nonnegative_number("stall_fraction", stall_fraction)
+    nonnegative_number("comm_fraction", comm_fraction)
     compute, comm = trace.per_rank("compute_s"), trace.per_rank("comm_s")
     wait, step = trace.per_rank("data_wait_s"), trace.per_rank("step_s")
     if trace.world_size > 1:
@@ -152,6 +206,9 @@ def classify(
                 f"rank {slowest} computes {round(compute[slowest], 3)} s against a median of "
                 f"{round(typical, 3)} s; the others wait {round(waiting, 3)} s in collectives",
             )
+    if not any(step):
+        raise ValueError("trace records all take 0 s: nothing to classify")
+    step = [s or 1.0 for s in step]  # an idle rank (0 s) contributes share 0, not 0/0
     share_wait = median(w / s for w, s in zip(wait, step, strict=True))
     if share_wait > stall_fraction:
         return Diagnosis("input-pipeline stall", None, f"data wait is {share_wait:.0%} of the step")
@@ -176,10 +233,12 @@ def scaling_efficiency(step_seconds: Mapping[int, float], *, weak: bool = True) 
     """
     if not step_seconds:
         raise ValueError("step_seconds must hold at least one world size")
+    if not isinstance(step_seconds, Mapping):
+        raise TypeError(f"step_seconds must be a mapping, got {type(step_seconds).__name__}")
+    flag("weak", weak)
     for n, t in step_seconds.items():
-        positive_int("world size", n)
-        if not t > 0:
-            raise ValueError(f"step time at world size {n} must be > 0, got {t}")
+        positive_int("step_seconds key (world size)", n)
+        positive_number(f"step_seconds[{describe(n)}]", t)
     base = min(step_seconds)
     t0 = step_seconds[base]
     return {

@@ -40,6 +40,7 @@ from infralens._validate import (
     positive_number,
     rank_in,
     same_lengths,
+    typed,
 )
 from infralens.collectives import Value
 
@@ -60,6 +61,7 @@ __all__ = [
 ]
 
 
+@typed
 def top_k_experts(scores: Sequence[Sequence[Value | float]], top_k: int) -> list[tuple[int, ...]]:
     """Each token's ``top_k`` experts, highest score first; ties go to the lower index.
 
@@ -141,6 +143,7 @@ def _checked(routes: Sequence[Sequence[int]], experts: int) -> int:
     return e
 
 
+@typed
 def route(routes: Sequence[Sequence[int]], experts: int, capacity: int | None = None) -> Routing:
     """Count each expert's tokens and keep at most *capacity*, in order of arrival.
 
@@ -191,6 +194,7 @@ def expert_rank(expert: int, experts: int, ep: int) -> int:
     return rank_in("expert", expert, experts) // per
 
 
+@typed
 def send_buffer(
     routes: Sequence[Sequence[int]], experts: int, ep: int
 ) -> list[list[tuple[int, int]]]:
@@ -214,6 +218,7 @@ def send_buffer(
     return blocks
 
 
+@typed
 def send_counts(
     per_rank_routes: Sequence[Sequence[Sequence[int]]], experts: int, ep: int
 ) -> list[list[int]]:
@@ -235,15 +240,18 @@ def send_counts(
     return [[len(b) for b in send_buffer(r, experts, ep)] for r in per_rank_routes]
 
 
+@typed
 def transpose(counts: Sequence[Sequence[int]]) -> list[list[int]]:
     """Swap senders and receivers: the combine all-to-all's send counts.
 
     >>> transpose([[1, 1], [2, 0]])
     [[1, 2], [1, 0]]
     """
+    same_lengths("counts", counts)
     return [list(col) for col in zip(*counts, strict=True)]
 
 
+@typed
 def received(
     per_rank_routes: Sequence[Sequence[Sequence[int]]], experts: int, ep: int
 ) -> list[list[tuple[int, int, int]]]:
@@ -289,6 +297,7 @@ def all_to_all_bytes(
     ]
 
 
+@typed
 def rank_tokens(per_expert: Sequence[int], ep: int) -> list[int]:
     """Tokens each EP rank processes: the sum over its experts of *per_expert*.
 
@@ -297,6 +306,8 @@ def rank_tokens(per_expert: Sequence[int], ep: int) -> list[int]:
 
     Raises ``ValueError`` if ``len(per_expert)`` is not divisible by *ep*.
     """
+    if not per_expert:
+        raise ValueError("per_expert must hold at least one expert")
     per = _experts_per_rank(len(per_expert), ep)
     return [
         sum(nonnegative_int("per_expert", n) for n in per_expert[r * per : (r + 1) * per])
@@ -304,6 +315,7 @@ def rank_tokens(per_expert: Sequence[int], ep: int) -> list[int]:
     ]
 
 
+@typed
 def layer_seconds(
     load: Sequence[int],
     ep: int,
@@ -336,6 +348,7 @@ def layer_seconds(
     return max(tokens) * f / rate
 
 
+@typed
 def load_balancing_loss(
     probs: Sequence[Sequence[Value | float]], load: Sequence[int], alpha: Value | float = 1
 ) -> Fraction:

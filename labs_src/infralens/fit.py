@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, divisible
+from infralens._validate import check_choice, divisible, typed
 from infralens.fsdp import Unit, gradient_buffer_peak
 from infralens.hardware import GPUS
 from infralens.memory import _model, activation_bytes, bytes_per_parameter, logits_bytes
@@ -144,6 +144,7 @@ def gpu_memory(
     return first if first.total >= last.total else last
 
 
+@typed
 def fits(breakdown: Breakdown, gpu: str) -> bool:
     """Whether *breakdown* fits the HBM of preset *gpu* (before fixed overheads).
 
@@ -157,6 +158,7 @@ def fits(breakdown: Breakdown, gpu: str) -> bool:
     return shortfall(breakdown, gpu) <= 0
 
 
+@typed
 def shortfall(breakdown: Breakdown, gpu: str) -> int:
     """Bytes by which *breakdown* exceeds the HBM of *gpu*; negative when it fits.
 
@@ -166,6 +168,7 @@ def shortfall(breakdown: Breakdown, gpu: str) -> int:
     return breakdown.total - HBM_BYTES[check_choice("gpu", gpu, tuple(HBM_BYTES))]
 
 
+@typed
 def render(breakdown: Breakdown, capacity_bytes: int, capacity_name: str) -> str:
     """The breakdown as text, with the verdict against *capacity_bytes* (GB = 10**9 bytes).
 

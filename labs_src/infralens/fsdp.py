@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infralens._validate import nonnegative_int, positive_int
+from infralens._validate import check_fields, describe, nonnegative_int, positive_int, typed
 from infralens.sharding import chunk_sizes, padded_shard_size
 
 __all__ = [
@@ -45,13 +45,15 @@ class Unit:
     param_shapes: tuple[tuple[int, ...], ...]
 
     def __post_init__(self) -> None:
+        check_fields(self)
+        unit = describe(self.name)
         if not self.param_shapes:
-            raise ValueError(f"param_shapes of unit {self.name!r} must hold at least one shape")
+            raise ValueError(f"param_shapes of unit {unit} must hold at least one shape")
         for shape in self.param_shapes:
             if not shape:
-                raise ValueError(f"param_shapes of unit {self.name!r} must not hold a 0-d shape")
+                raise ValueError(f"param_shapes of unit {unit} must not hold a 0-d shape")
             for d in shape:
-                nonnegative_int(f"param_shapes of unit {self.name!r}", d)
+                nonnegative_int(f"param_shapes of unit {unit}", d)
 
     @property
     def numel(self) -> int:
@@ -70,6 +72,7 @@ def _prod(shape: Sequence[int]) -> int:
     return out
 
 
+@typed
 def unit_shard_numel(unit: Unit, world_size: int) -> int:
     """Elements each rank stores for *unit*: every parameter's padded dim-0 shard.
 
@@ -88,6 +91,7 @@ def unit_shard_numel(unit: Unit, world_size: int) -> int:
     return sum(padded_shard_size(s[0], w) * _prod(s[1:]) for s in unit.param_shapes)
 
 
+@typed
 def unit_padded_numel(unit: Unit, world_size: int) -> int:
     """Elements one all-gather of *unit* produces: ``world_size * unit_shard_numel``.
 
@@ -112,6 +116,7 @@ class Event:
     unit: int
 
 
+@typed
 def step_events(
     units: Sequence[Unit], *, reshard_after_forward: bool = True, backward_prefetch: bool = True
 ) -> list[Event]:
@@ -179,6 +184,7 @@ def _live_sizes(units: Sequence[Unit], events: Sequence[Event], weight: Sequence
     return peak
 
 
+@typed
 def peak_live_units(
     units: Sequence[Unit], *, reshard_after_forward: bool = True, backward_prefetch: bool = True
 ) -> int:
@@ -196,6 +202,7 @@ def peak_live_units(
     return _live_sizes(units, events, [1] * len(units))
 
 
+@typed
 def peak_unsharded_bytes(
     units: Sequence[Unit],
     world_size: int,
@@ -225,6 +232,7 @@ def peak_unsharded_bytes(
     return _live_sizes(units, events, sizes)
 
 
+@typed
 def gradient_buffer_peak(
     root: Unit,
     units: Sequence[Unit],
@@ -303,6 +311,7 @@ class Footprint:
         )
 
 
+@typed
 def footprint(
     root: Unit,
     units: Sequence[Unit],

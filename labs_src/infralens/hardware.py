@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, positive_int, typed
 
 __all__ = ["GPU", "GPUS", "SYSTEMS", "System", "system"]
 
@@ -168,6 +168,7 @@ SYSTEMS: dict[str, System] = {
 """Node designs by key, as :meth:`infralens.topology.Cluster.from_node_shape` takes them."""
 
 
+@typed
 def system(name: str) -> System:
     """The preset called *name*.
 
@@ -176,6 +177,6 @@ def system(name: str) -> System:
     >>> system("dgx-b300")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: preset must be one of 'dgx-a100', 'dgx-h100', ...; got 'dgx-b300'
+    ValueError: name must be one of 'dgx-a100', 'dgx-h100', ...; got 'dgx-b300'
     """
-    return SYSTEMS[check_choice("preset", name, list(SYSTEMS))]
+    return SYSTEMS[check_choice("name", name, list(SYSTEMS))]

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from infralens._validate import positive_int, typed
 from infralens.design import Workload, fill_worksheet
 from infralens.goodput import (
     expected_loss_per_failure,
@@ -107,6 +108,7 @@ class Scenario:
             )
 
 
+@typed
 def spoken_answer(scenario: Scenario) -> str:
     """The five parts as one answer, in the order an interviewer expects.
 
@@ -123,8 +125,9 @@ def speaking_seconds(text: str, words_per_minute: int = 150) -> Fraction:
     >>> speaking_seconds("one two three", 180)
     Fraction(1, 1)
     """
-    if words_per_minute < 1:
-        raise ValueError(f"words_per_minute must be >= 1, got {words_per_minute}")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    positive_int("words_per_minute", words_per_minute)
     return Fraction(len(text.split()) * 60, words_per_minute)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, positive_int, positive_number
+from infralens._validate import check_choice, divisible, positive_int, positive_number, typed
 
 __all__ = [
     "NORMS",
@@ -152,6 +152,7 @@ class TransformerConfig:
         return self.num_params() - self.embedding_params() - self.output_params()
 
 
+@typed
 def training_flops(config: TransformerConfig, tokens: int, *, attention: bool = False) -> int:
     """Training FLOPs for *tokens* tokens: the 6N rule, optionally with attention.
 
@@ -200,7 +201,7 @@ def llama_ffn_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: Fraction | 
     positive_int("multiple_of", multiple_of)
     f = 2 * 4 * dim // 3
     if ffn_dim_multiplier is not None:
-        f = int(Fraction(ffn_dim_multiplier) * f)
+        f = int(positive_number("ffn_dim_multiplier", ffn_dim_multiplier) * f)
     return -(-f // multiple_of) * multiple_of
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import accumulate
 
-from infralens._validate import check_choice, divisible, positive_int
+from infralens._validate import check_choice, divisible, positive_int, typed
 from infralens.pipeline import _times
 
 __all__ = [
@@ -286,6 +286,7 @@ def _total(per_stage: Callable[[int], Fraction], p: int) -> Fraction:
     return sum(map(per_stage, range(p)), Fraction(0))
 
 
+@typed
 def measured_bubble(timeline: Timeline) -> Fraction:
     """Idle time over compute time, summed over the stages of a simulated step.
 
@@ -296,6 +297,7 @@ def measured_bubble(timeline: Timeline) -> Fraction:
     return _total(timeline.idle, p) / _total(timeline.busy, p)
 
 
+@typed
 def measured_idle(timeline: Timeline) -> Fraction:
     """Idle time over the whole step (makespan × stages), of a simulated step.
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from math import isqrt
 
-from infralens._validate import nonnegative_int, positive_int
+from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap
 
 __all__ = ["AXES", "FREQUENCY", "ParallelPlan", "enumerate_plans"]
 
@@ -107,7 +108,9 @@ class ParallelPlan:
         total = 0
         for axis, value in coords.items():
             if axis not in strides:
-                raise ValueError(f"coordinate axis must be one of tp, cp, dp, pp; got {axis!r}")
+                raise ValueError(
+                    f"coordinate axis must be one of tp, cp, dp, pp; got {describe(axis)}"
+                )
             v = nonnegative_int(axis, value)
             if v >= getattr(self, axis):
                 raise ValueError(f"{axis} coordinate must be < {getattr(self, axis)}, got {v}")
@@ -123,7 +126,7 @@ class ParallelPlan:
         Raises ``ValueError`` for an unknown axis.
         """
         if axis not in AXES:
-            raise ValueError(f"axis must be one of {', '.join(AXES)}; got {axis!r}")
+            raise ValueError(f"axis must be one of {', '.join(AXES)}; got {describe(axis)}")
         found: dict[tuple[int, ...], list[int]] = {}
         for r in range(self.world_size):
             c = self.coords(r)
@@ -151,7 +154,9 @@ class ParallelPlan:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    # trial division up to sqrt(n): O(sqrt n), not O(n)
+    small = [d for d in range(1, isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def enumerate_plans(
@@ -166,10 +171,10 @@ def enumerate_plans(
     >>> [(p.tp, p.pp, p.dp) for p in enumerate_plans(8, 8, max_cp=1)][:4]
     [(1, 1, 8), (1, 2, 4), (1, 4, 2), (1, 8, 1)]
 
-    Raises ``ValueError`` if a size is below 1.
+    Raises ``ValueError`` if a size is below 1 or above ``2**24`` (``MAX_RANKS``).
     """
-    w = positive_int("world_size", world_size)
-    g = positive_int("gpus_per_node", gpus_per_node)
+    w = ranks_cap("world_size", world_size)
+    g = ranks_cap("gpus_per_node", gpus_per_node)
     cap = w if max_cp is None else positive_int("max_cp", max_cp)
     for tp in _divisors(g):
         if w % tp:

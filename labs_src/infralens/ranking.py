@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import positive_int
+from infralens._validate import positive_int, typed
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan, enumerate_plans
@@ -72,6 +72,15 @@ def rank_plans(
     """
     m = _model(model)
     n = positive_int("top", top)
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
+    for name, value in (
+        ("seq_len", seq_len),
+        ("global_batch_size", global_batch_size),
+        ("micro_batch_size", micro_batch_size),
+        ("max_cp", max_cp),
+    ):
+        positive_int(name, value)
     found: list[RankedPlan] = []
     for plan in enumerate_plans(cluster.world_size, cluster.gpus_per_node, max_cp=max_cp):
         if m.layers % plan.pp or m.heads % plan.tp or m.kv_heads % plan.tp or seq_len % plan.cp:
@@ -102,6 +111,7 @@ def rank_plans(
     return found[:n]
 
 
+@typed
 def render(ranked: list[RankedPlan]) -> str:
     """The ranking as a Markdown table."""
     lines = [

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import divisible, positive_int, positive_number
+from infralens._validate import describe, divisible, positive_int, positive_number, typed
 from infralens.context_parallel import _head_bytes, _tokens
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 
+@typed
 def ring_schedule(cp: int) -> tuple[tuple[int, ...], ...]:
     """Whose K/V block each rank attends to at each ring step.
 
@@ -45,9 +46,12 @@ def ring_schedule(cp: int) -> tuple[tuple[int, ...], ...]:
     >>> ring_schedule(1)
     ((0,),)
 
-    Raises ``ValueError`` if *cp* < 1.
+    Raises ``ValueError`` if *cp* < 1, or above 1024: the schedule has
+    ``cp ** 2`` entries (context-parallel groups are a few dozen ranks).
     """
     n = positive_int("cp", cp)
+    if n > 1024:
+        raise ValueError(f"cp must be <= 1024 to list a cp x cp schedule, got {describe(n)}")
     return tuple(tuple((r - t) % n for t in range(n)) for r in range(n))
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import positive_int
+from infralens._validate import positive_int, typed
 from infralens.compute import MAMF_BF16
 from infralens.hardware import GPUS
 from infralens.memory import _model
@@ -58,6 +58,7 @@ class AxisRoofline:
     break_even: float
 
 
+@typed
 def link_bandwidth(cluster: Cluster, tier: str) -> float:
     """Bus bandwidth in bytes/s of a 1 GiB reduce-scatter on eight GPUs of one *tier*.
 

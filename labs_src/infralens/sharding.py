@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infralens._validate import nonnegative_int, positive_int, rank_in
+from infralens._validate import flag, nonnegative_int, positive_int, rank_in, ranks_cap, typed
 
 __all__ = [
     "chunk_offsets",
+    "chunk_size",
     "chunk_sizes",
     "even_partition_size",
     "padded_shard_size",
@@ -70,7 +71,7 @@ def chunk_sizes(numel: int, world_size: int) -> list[int]:
     Raises ``ValueError`` if *numel* < 0 or *world_size* < 1.
     """
     c = padded_shard_size(numel, world_size)
-    return [max(0, min(c, numel - r * c)) for r in range(world_size)]
+    return [max(0, min(c, numel - r * c)) for r in range(ranks_cap("world_size", world_size))]
 
 
 def chunk_offsets(numel: int, world_size: int) -> list[int]:
@@ -87,7 +88,7 @@ def chunk_offsets(numel: int, world_size: int) -> list[int]:
     Raises ``ValueError`` if *numel* < 0 or *world_size* < 1.
     """
     c = padded_shard_size(numel, world_size)
-    return [min(r * c, numel) for r in range(world_size)]
+    return [min(r * c, numel) for r in range(ranks_cap("world_size", world_size))]
 
 
 def padding(numel: int, world_size: int) -> int:
@@ -125,6 +126,7 @@ def even_partition_size(numel: int, world_size: int, *, pad: bool = False) -> in
     leaves a remainder and *pad* is false.
     """
     size = padded_shard_size(numel, world_size)
+    flag("pad", pad)
     remainder = numel % world_size
     if remainder and not pad:
         raise ValueError(
@@ -134,6 +136,7 @@ def even_partition_size(numel: int, world_size: int, *, pad: bool = False) -> in
     return size
 
 
+@typed
 def shard_shape(shape: Sequence[int], world_size: int, rank: int) -> tuple[int, ...]:
     """Local shape of *rank*'s shard when a tensor is split on dim 0.
 
@@ -154,4 +157,20 @@ def shard_shape(shape: Sequence[int], world_size: int, rank: int) -> tuple[int, 
         raise ValueError("shape must have at least one dimension to shard dim 0")
     w = positive_int("world_size", world_size)
     r = rank_in("rank", rank, w)
-    return (chunk_sizes(dims[0], w)[r], *dims[1:])
+    return (chunk_size(dims[0], w, r), *dims[1:])
+
+
+def chunk_size(numel: int, world_size: int, rank: int) -> int:
+    """Elements *rank* owns under :func:`chunk_sizes`, without listing the other ranks.
+
+    >>> chunk_size(6, 4, 3)
+    0
+    >>> chunk_size(1, 10**9, 0)   # constant work for any world size
+    1
+
+    Raises ``ValueError`` if *numel* < 0, *world_size* < 1 or *rank* is not in
+    ``range(world_size)``.
+    """
+    c = padded_shard_size(numel, world_size)
+    r = rank_in("rank", rank, world_size)
+    return max(0, min(c, numel - r * c))

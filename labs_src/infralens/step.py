@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, describe, positive_int, typed
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import (
     MAMF_BF16,
@@ -130,6 +130,7 @@ class Estimate:
         return t / (self.tokens_per_second_per_gpu * self.gpus) / 86400
 
 
+@typed
 def group_of(plan: ParallelPlan, axis: str) -> list[int]:
     """The *axis* group through rank 0, built without listing every group.
 
@@ -197,7 +198,7 @@ def estimate(
     if sched == "1f1b" and v != 1:
         raise ValueError(f"chunks must be 1 for the 1f1b schedule, got {v}")
     if zero_stage not in RECIPE or isinstance(zero_stage, bool):
-        raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {zero_stage!r}")
+        raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {describe(zero_stage)}")
     if s % plan.cp:
         raise ValueError(f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}")
     n_mb = grad_accum_steps_for(

@@ -22,15 +22,19 @@ The test suite and the "Validated against measurements" page both call it.
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from infralens._validate import check_choice
+from infralens._validate import check_choice, describe, read_text, typed
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
 from infralens.plan import ParallelPlan
 from infralens.step import estimate
 from infralens.topology import Cluster
+
+MAX_CSV_BYTES = 16 * 2**20
+"""Largest CSV file the loader reads (16 MiB)."""
 
 __all__ = ["METRICS", "RunCheck", "TrainingRun", "check_run", "load_runs", "markdown_report"]
 
@@ -89,31 +93,38 @@ class RunCheck:
     bottleneck: str
 
 
+@typed
 def load_runs(path: str | Path) -> list[TrainingRun]:
     """Read the training-run CSV at *path*.
 
     Raises ``ValueError`` naming the path and line for a malformed row.
     """
     rows = []
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        for line, r in enumerate(csv.DictReader(f), start=2):
-            try:
-                ints = {k: int(r[k]) for k in ("gpus", "seq_len", "global_batch", "micro_batch",
-                        "tp", "pp", "cp", "dp", "chunks", "zero_stage")}  # fmt: skip
-                rows.append(TrainingRun(
-                    r["run_id"], r["source"], r["url"], r["hardware"],
-                    check_choice("system", r["system"], tuple(SYSTEMS)), ints["gpus"], r["model"],
-                    ints["seq_len"], ints["global_batch"], ints["micro_batch"], ints["tp"],
-                    ints["pp"], ints["cp"], ints["dp"], r["schedule"], ints["chunks"],
-                    r["recompute"], r["sequence_parallel"] == "true", ints["zero_stage"],
-                    r["attention"], check_choice("metric", r["metric"], METRICS),
-                    float(r["published"]), r["assumptions"],
-                ))  # fmt: skip
-            except (KeyError, ValueError) as exc:
-                raise ValueError(f"{path}: line {line}: {exc}") from None
+    text = read_text(path, "training-run file", MAX_CSV_BYTES)
+    where = describe(str(path), 80)
+    try:
+        table = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise ValueError(f"{where}: not a CSV file: {exc}") from None
+    for line, r in enumerate(table, start=2):
+        try:
+            ints = {k: int(r[k]) for k in ("gpus", "seq_len", "global_batch", "micro_batch",
+                    "tp", "pp", "cp", "dp", "chunks", "zero_stage")}  # fmt: skip
+            rows.append(TrainingRun(
+                r["run_id"], r["source"], r["url"], r["hardware"],
+                check_choice("system", r["system"], tuple(SYSTEMS)), ints["gpus"], r["model"],
+                ints["seq_len"], ints["global_batch"], ints["micro_batch"], ints["tp"],
+                ints["pp"], ints["cp"], ints["dp"], r["schedule"], ints["chunks"],
+                r["recompute"], r["sequence_parallel"] == "true", ints["zero_stage"],
+                r["attention"], check_choice("metric", r["metric"], METRICS),
+                float(r["published"]), r["assumptions"],
+            ))  # fmt: skip
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ValueError(f"{where}: line {line}: {str(exc)[:200]}") from None
     return rows
 
 
+@typed
 def check_run(row: TrainingRun) -> RunCheck:
     """Predict *row*'s step and express it in the metric its source printed."""
     system = SYSTEMS[row.system]
@@ -140,6 +151,7 @@ def check_run(row: TrainingRun) -> RunCheck:
     return RunCheck(row, value, value / row.published - 1, e.seconds, e.bottleneck)
 
 
+@typed
 def markdown_report(checks: list[RunCheck]) -> str:
     """One table row per published run: configuration, published, predicted, error, source."""
     units = {"tflops_megatron": "TFLOP/s/GPU (Eq. 3)", "tflops_palm": "TFLOP/s/GPU (PaLM)",

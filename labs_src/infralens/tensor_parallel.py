@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, positive_int, rank_in
+from infralens._validate import check_choice, divisible, flag, positive_int, rank_in, typed
 from infralens.collectives import ring_bytes_sent
 from infralens.nccl import predict
-from infralens.sharding import chunk_sizes, shard_shape
+from infralens.sharding import chunk_size, shard_shape
 from infralens.topology import Cluster
 
 __all__ = [
@@ -95,6 +95,9 @@ def linear_shard(
     a rank outside ``range(tp)``.
     """
     check_choice("style", style, STYLES)
+    flag("bias", bias)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
     i = positive_int("in_features", in_features)
     o = positive_int("out_features", out_features)
     t = positive_int("tp", tp)
@@ -102,7 +105,7 @@ def linear_shard(
     if style == "colwise":
         rows, cols = shard_shape((o, i), t, r)
         return LocalLinear(name, style, (rows, cols), (rows,) if bias else None)
-    return LocalLinear(name, style, (o, chunk_sizes(i, t)[r]), (o,) if bias else None)
+    return LocalLinear(name, style, (o, chunk_size(i, t, r)), (o,) if bias else None)
 
 
 def mlp_shards(
@@ -310,6 +313,7 @@ class LayerSeconds:
     communication: Fraction
 
 
+@typed
 def layer_seconds(
     *,
     cluster: Cluster,

@@ -22,7 +22,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infralens._validate import nonnegative_int, positive_int
+from infralens._validate import (
+    check_choice,
+    describe,
+    nonnegative_int,
+    positive_int,
+    positive_number,
+    typed,
+)
 from infralens.hardware import SYSTEMS, System, system
 
 __all__ = ["Cluster", "LinkTier", "parse_node_shape"]
@@ -38,6 +45,11 @@ class LinkTier:
 
     name: str
     bandwidth_bytes_per_s: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a str, got {type(self.name).__name__}")
+        positive_number("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
 
 
 _SHAPE = re.compile(r"^(\d+)_nodes?_x_(\d+)_gpus?$")
@@ -57,7 +69,9 @@ def parse_node_shape(node_shape: str) -> tuple[int, int]:
     """
     match = _SHAPE.match(node_shape) if isinstance(node_shape, str) else None
     if not match:
-        raise ValueError(f"node_shape must look like '8_nodes_x_8_gpus', got {node_shape!r}")
+        raise ValueError(
+            f"node_shape must look like '8_nodes_x_8_gpus', got {describe(node_shape)}"
+        )
     return (
         positive_int("node_shape nodes", int(match[1])),
         positive_int("node_shape gpus", int(match[2])),
@@ -97,7 +111,7 @@ class Cluster:
         Raises ``ValueError`` for a malformed shape or an unknown preset.
         """
         nodes, gpus = parse_node_shape(node_shape)
-        return cls(nodes, gpus, system(preset))
+        return cls(nodes, gpus, system(check_choice("preset", preset, list(SYSTEMS))))
 
     @property
     def world_size(self) -> int:
@@ -146,6 +160,7 @@ class Cluster:
         self.node_of(rank)
         return int(rank) // self.domain_size
 
+    @typed
     def tier_of(self, ranks: Iterable[int]) -> LinkTier:
         """The slowest tier a group crosses: ``intra`` if all ranks share an NVLink domain.
 
@@ -155,7 +170,11 @@ class Cluster:
 
         Raises ``ValueError`` for an empty group or a rank outside the cluster.
         """
-        domains = {self.domain_of(r) for r in ranks}
+        domains = set()
+        for r in ranks:
+            if nonnegative_int("ranks", r) >= self.world_size:
+                raise ValueError(f"ranks: rank must be < world_size {self.world_size}, got {r}")
+            domains.add(self.domain_of(r))
         if not domains:
             raise ValueError("ranks must hold at least one rank")
         return self.intra if len(domains) == 1 else self.inter

@@ -26,13 +26,17 @@ model must not fall more than 5 % below what they measured.
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from infralens._validate import check_choice
+from infralens._validate import check_choice, describe, read_text, typed
 from infralens.hardware import GPUS, System
 from infralens.nccl import predict
 from infralens.topology import Cluster
+
+MAX_CSV_BYTES = 16 * 2**20
+"""Largest CSV file the loader reads (16 MiB)."""
 
 __all__ = [
     "SCOPES",
@@ -101,6 +105,7 @@ class NcclCheck:
     passed: bool
 
 
+@typed
 def load_nccl_rows(path: str | Path) -> list[NcclRow]:
     """Read the measurement CSV at *path* (header as in ``tests/data/nccl_tests.csv``).
 
@@ -108,22 +113,28 @@ def load_nccl_rows(path: str | Path) -> list[NcclRow]:
     scope or a non-numeric field.
     """
     rows = []
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        for line, r in enumerate(csv.DictReader(f), start=2):
-            try:
-                row = NcclRow(
-                    r["run_id"], r["system"], r["gpu"], int(r["nodes"]), int(r["gpus_per_node"]),
-                    int(r["nics_per_node"] or 0), int(r["nic_gbit"] or 0), r["network"],
-                    r["fabric"], check_choice("scope", r["scope"], SCOPES), r["nccl_version"],
-                    r["op"], int(r["size_bytes"]), r["placement"], float(r["busbw_GBps"]),
-                    r["source"],
-                )  # fmt: skip
-            except (KeyError, ValueError) as exc:
-                raise ValueError(f"{path}: line {line}: {exc}") from None
-            rows.append(row)
+    text = read_text(path, "measurement file", MAX_CSV_BYTES)
+    where = describe(str(path), 80)
+    try:
+        table = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise ValueError(f"{where}: not a CSV file: {exc}") from None
+    for line, r in enumerate(table, start=2):
+        try:
+            row = NcclRow(
+                r["run_id"], r["system"], r["gpu"], int(r["nodes"]), int(r["gpus_per_node"]),
+                int(r["nics_per_node"] or 0), int(r["nic_gbit"] or 0), r["network"],
+                r["fabric"], check_choice("scope", r["scope"], SCOPES), r["nccl_version"],
+                r["op"], int(r["size_bytes"]), r["placement"], float(r["busbw_GBps"]),
+                r["source"],
+            )  # fmt: skip
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ValueError(f"{where}: line {line}: {str(exc)[:200]}") from None
+        rows.append(row)
     return rows
 
 
+@typed
 def check_nccl(row: NcclRow) -> NcclCheck:
     """Price *row* with :func:`infralens.nccl.predict` and judge the error by the rules above.
 
@@ -143,6 +154,7 @@ def check_nccl(row: NcclRow) -> NcclCheck:
     return NcclCheck(row, p.bus_bandwidth, p.algorithm, error, tolerance, abs(error) <= tolerance)
 
 
+@typed
 def medians(checks: list[NcclCheck], *, large: bool) -> dict[str, float]:
     """Median absolute error per run, over rows from 64 MiB up (*large*) or from 1 to 64 MiB.
 
@@ -165,6 +177,7 @@ def _source_cell(url: str) -> str:
     return f"[{repo}]({url})"
 
 
+@typed
 def markdown_report(checks: list[NcclCheck]) -> str:
     """The validation page's tables as Markdown: runs, their hardware, then each run's rows.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, describe, positive_int
 from infralens.fit import HBM_BYTES
 from infralens.memory import RECOMPUTE, bytes_per_parameter
 from infralens.model import PRESETS, TransformerConfig
@@ -108,7 +108,9 @@ class Workload:
         ):
             positive_int(name, getattr(self, name))
         if self.zero_stage not in STAGES:
-            raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {self.zero_stage!r}")
+            raise ValueError(
+                f"zero_stage must be one of 0, 1, 2, 3; got {describe(self.zero_stage)}"
+            )
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("gpu", self.gpu, tuple(HBM_BYTES))
         bytes_per_parameter(self.recipe)  # validates the name

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import nonnegative_int, positive_int
+from infralens._validate import describe, nonnegative_int, positive_int
 from infralens.collectives import ring_bytes_sent
 from infralens.sharding import padded_shard_size
 
@@ -43,7 +43,7 @@ GRAD_BYTES = 2  # fp16/bf16 gradients
 
 def _stage(stage: object) -> int:
     if isinstance(stage, bool) or not isinstance(stage, int) or stage not in STAGES:
-        raise ValueError(f"stage must be one of 0, 1, 2, 3; got {stage!r}")
+        raise ValueError(f"stage must be one of 0, 1, 2, 3; got {describe(stage)}")
     return stage
 
 
