@@ -37,6 +37,8 @@ extensions = [
     "infralens_figcache",
     # Math images for the EPUB only (e-readers rarely run MathJax); see "EPUB" below.
     "sphinx.ext.imgmath",
+    # MathJax served from the build itself (_static/mathjax), never from a CDN.
+    "infralens_mathjax",
     # Provenance line under each lab and section title; the landing page's lab list.
     "infralens_pages",
 ]
@@ -46,7 +48,15 @@ language = "en"
 today_fmt = "%Y-%m-%d"
 
 # -- MyST ---------------------------------------------------------------------
-myst_enable_extensions = ["colon_fence", "deflist", "fieldlist", "substitution"]
+myst_enable_extensions = [
+    "amsmath",
+    "colon_fence",
+    "deflist",
+    "dollarmath",
+    "fieldlist",
+    "substitution",
+]
+
 myst_heading_anchors = 3
 _year = "2026"
 myst_substitutions = {

@@ -124,6 +124,38 @@ def test_page_loads_cleanly_and_only_from_loopback(
     assert not broken, broken
 
 
+# Visible text outside code that would mean a formula was left as TeX source.
+RAW_TEX = ("$", "\\frac", "\\times", "\\sqrt", "\\mathit", "\\Psi", "\\(", "\\[")
+
+
+def test_pages_with_math_exist() -> None:
+    with_math = [p for p in PAGES if 'class="math' in (SITE / p).read_text(encoding="utf-8")]
+    assert "handbook/06-pipeline-parallel.html" in with_math, with_math
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if 'class="math' in (SITE / p).read_text(encoding="utf-8")]
+)
+def test_math_is_typeset(driver: webdriver.Chrome, base_url: str, page: str) -> None:
+    severe, _ = visit(driver, base_url + page)
+    assert not severe, severe
+    sources = len(driver.find_elements(By.CSS_SELECTOR, ".math"))
+    assert sources > 0
+    # MathJax replaces each formula's TeX with an <mjx-container>.
+    WebDriverWait(driver, 20).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "mjx-container")) >= sources
+    )
+    text = driver.execute_script(
+        "const main = document.querySelector('article') || document.body;"
+        "const copy = main.cloneNode(true);"
+        "copy.querySelectorAll('pre, code, mjx-container, mjx-assistive-mml, script')"
+        ".forEach(n => n.remove());"
+        "return copy.textContent;"
+    )
+    left = [t for t in RAW_TEX if t in text]
+    assert not left, f"raw TeX visible on {page}: {left}"
+
+
 def test_dropdown_answers_are_hidden_until_clicked(driver: webdriver.Chrome, base_url: str) -> None:
     visit(driver, base_url + "handbook/01-data-parallel.html")
     dropdowns = driver.find_elements(By.CSS_SELECTOR, "details.sd-dropdown")
