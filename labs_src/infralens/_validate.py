@@ -14,9 +14,11 @@ Each check returns the value it accepted, so callers can validate inline::
 from __future__ import annotations
 
 import collections.abc
+import csv
 import dataclasses
 import functools
 import inspect
+import io
 import math
 import os
 import types
@@ -41,6 +43,7 @@ __all__ = [
     "positive_number",
     "rank_in",
     "ranks_cap",
+    "read_csv_rows",
     "read_text",
     "same_lengths",
     "typed",
@@ -361,6 +364,22 @@ def read_text(path: object, what: str, max_bytes: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ValueError(f"{what} {shown} is not UTF-8 (byte {err.start})") from None
+
+
+def read_csv_rows(path: object, what: str, max_bytes: int) -> tuple[str, list[dict[str, str]]]:
+    """Read the CSV file *path* with :func:`read_text`; return its shown name and its rows.
+
+    >>> read_csv_rows("no/such.csv", "measurement file", 2**20)
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot read measurement file 'no/such.csv': No such file or directory
+    """
+    text = read_text(path, what, max_bytes)
+    where = describe(os.fspath(path), 80)  # type: ignore[call-overload]
+    try:
+        return where, list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise ValueError(f"{where}: not a CSV file: {exc}") from None
 
 
 def check_fields(obj: object) -> None:

@@ -21,12 +21,10 @@ The test suite and the "Validated against measurements" page both call it.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from infralens._validate import check_choice, describe, read_text, typed
+from infralens._validate import check_choice, read_csv_rows, typed
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
 from infralens.plan import ParallelPlan
@@ -100,12 +98,7 @@ def load_runs(path: str | Path) -> list[TrainingRun]:
     Raises ``ValueError`` naming the path and line for a malformed row.
     """
     rows = []
-    text = read_text(path, "training-run file", MAX_CSV_BYTES)
-    where = describe(str(path), 80)
-    try:
-        table = list(csv.DictReader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise ValueError(f"{where}: not a CSV file: {exc}") from None
+    where, table = read_csv_rows(path, "training-run file", MAX_CSV_BYTES)
     for line, r in enumerate(table, start=2):
         try:
             ints = {k: int(r[k]) for k in ("gpus", "seq_len", "global_batch", "micro_batch",

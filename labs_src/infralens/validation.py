@@ -25,12 +25,10 @@ model must not fall more than 5 % below what they measured.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from infralens._validate import check_choice, describe, read_text, typed
+from infralens._validate import check_choice, read_csv_rows, typed
 from infralens.hardware import GPUS, System
 from infralens.nccl import predict
 from infralens.topology import Cluster
@@ -113,12 +111,7 @@ def load_nccl_rows(path: str | Path) -> list[NcclRow]:
     scope or a non-numeric field.
     """
     rows = []
-    text = read_text(path, "measurement file", MAX_CSV_BYTES)
-    where = describe(str(path), 80)
-    try:
-        table = list(csv.DictReader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise ValueError(f"{where}: not a CSV file: {exc}") from None
+    where, table = read_csv_rows(path, "measurement file", MAX_CSV_BYTES)
     for line, r in enumerate(table, start=2):
         try:
             row = NcclRow(
