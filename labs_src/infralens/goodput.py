@@ -174,7 +174,13 @@ def goodput(
     tau = _pos("interval_seconds", interval_seconds)
     delta = _nonneg("checkpoint_seconds", checkpoint_seconds)
     r, m = _nonneg("restart_seconds", restart_seconds), _pos("mtbf_seconds", mtbf_seconds)
-    return tau / (m * math.exp(r / m) * math.expm1((tau + delta) / m))
+    # In logarithms, so that costs far beyond the MTBF give a goodput near 0, not an overflow.
+    return math.exp(math.log(tau) - math.log(m) - r / m - _log_expm1((tau + delta) / m))
+
+
+def _log_expm1(x: float) -> float:
+    """``log(exp(x) - 1)`` for x > 0 without overflow: ``x + log1p(-exp(-x))``."""
+    return x + math.log1p(-math.exp(-x)) if x > 1 else math.log(math.expm1(x))
 
 
 def max_restart_seconds(*, target: float, checkpoint_seconds: float, mtbf_seconds: float) -> float:
@@ -194,7 +200,7 @@ def max_restart_seconds(*, target: float, checkpoint_seconds: float, mtbf_second
         raise ValueError(f"target must be < 1, got {target}")
     delta, m = _pos("checkpoint_seconds", checkpoint_seconds), _pos("mtbf_seconds", mtbf_seconds)
     tau = daly_interval(checkpoint_seconds=delta, mtbf_seconds=m)
-    return m * math.log(tau / (g * m * math.expm1((tau + delta) / m)))
+    return m * (math.log(tau) - math.log(g * m) - _log_expm1((tau + delta) / m))
 
 
 @dataclass(frozen=True)

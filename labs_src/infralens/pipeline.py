@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from infralens._validate import positive_int, positive_number
+from infralens._validate import MAX_RANKS, positive_int, positive_number, ranks_cap
 
 __all__ = [
     "assign_layers",
@@ -53,11 +53,14 @@ def assign_layers(layers: int, *, stages: int, chunks: int = 1) -> tuple[tuple[r
     ...
     ValueError: layers must be >= stages * chunks = 4 (no empty chunk), got 3
 
-    Raises ``ValueError`` for a size below 1 or fewer layers than chunks.
+    Raises ``ValueError`` for a size below 1, fewer layers than chunks, or
+    more than 2**24 chunks in all (one range is listed per chunk).
     """
     n = positive_int("layers", layers)
-    p = positive_int("stages", stages)
-    v = positive_int("chunks", chunks)
+    p = ranks_cap("stages", stages)
+    v = ranks_cap("chunks", chunks)
+    if p * v > MAX_RANKS:
+        raise ValueError(f"stages * chunks must be <= 2**24 to list every chunk, got {p * v}")
     if n < p * v:
         raise ValueError(f"layers must be >= stages * chunks = {p * v} (no empty chunk), got {n}")
     base, extra = divmod(n, p * v)
