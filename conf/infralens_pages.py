@@ -129,14 +129,16 @@ def _page_ref(docname: str) -> str:
 
 def landing_markdown() -> str:
     """The landing page's generated lists: one line per lab, and the three reading paths."""
-    lines = ["(landing-labs)=", "## What each lab computes", ""]
+    # Rubrics, not section headings: a section on the root page would nest every
+    # chapter of the PDF under it, since the toctrees follow.
+    lines = ["```{rubric} What each lab computes", "```", ""]
     for item in LABS:
         mods = ", ".join(f"{{py:mod}}`{m}`" for m in item.modules)
         lines.append(
             f"- {{ref}}`Lab {item.number:02d} <{item.label}>` "
             f"({{ref}}`section <{item.section}>`), {mods}: {module_summary(item.modules[0])}"
         )
-    lines += ["", "(landing-paths)=", "## Three reading paths", ""]
+    lines += ["", "```{rubric} Three reading paths", "```", ""]
     intros = {
         "learn it all": "Every section, each followed by its lab.",
         "interview in a week": (
@@ -148,7 +150,7 @@ def landing_markdown() -> str:
         ),
     }
     for name, pages in READING_PATHS.items():
-        lines += [f"### {name[0].upper()}{name[1:]}", "", intros[name], ""]
+        lines += [f"**{name[0].upper()}{name[1:]}.** {intros[name]}", ""]
         lines += [f"{i}. {_page_ref(page)}" for i, page in enumerate(pages, start=1)]
         lines.append("")
     return "\n".join(lines)
