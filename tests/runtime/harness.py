@@ -61,6 +61,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _join_gloo(rank: int, world_size: int, port: int, timeout: float) -> None:
+    """Join a gloo group on loopback with one CPU thread per rank (every spawned rank does this)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=timeout),
+    )
+
+
 def _rank_main(
     fn: Callable[..., Any],
     rank: int,
@@ -70,19 +86,10 @@ def _rank_main(
     args: tuple[Any, ...],
     results: Any,
 ) -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
-        import torch
+        _join_gloo(rank, world_size, port, timeout)
         import torch.distributed as dist
 
-        torch.set_num_threads(1)
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world_size,
-            timeout=timedelta(seconds=timeout),
-        )
         try:
             value = fn(rank, world_size, *args)
         finally:
@@ -150,19 +157,9 @@ def _pool_rank_main(
     rank: int, world_size: int, port: int, timeout: float, tasks: Any, results: Any
 ) -> None:
     """One pooled rank: init the group once, then run submitted functions until told to stop."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
-        import torch
+        _join_gloo(rank, world_size, port, timeout)
         import torch.distributed as dist
-
-        torch.set_num_threads(1)
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world_size,
-            timeout=timedelta(seconds=timeout),
-        )
     except BaseException:
         results.put((-1, rank, False, traceback.format_exc()))
         return

@@ -161,7 +161,10 @@ def _sac_saved_bytes(fn, exclude):  # type: ignore[no-untyped-def]
     return sum(seen.values()), out
 
 
-def _llama(b: int, s: int, h: int, a: int, g: int, f: int, full: bool) -> tuple[int, int]:
+def _llama_inputs(
+    b: int, s: int, h: int, a: int, g: int, f: int
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+    """A bf16 input, the block's weights and the rotary tables, seeded."""
     torch.manual_seed(0)
     dt, d = torch.bfloat16, h // a
     shapes = {"n1": (h,), "n2": (h,), "wq": (h, h), "wk": (g * d, h), "wv": (g * d, h),
@@ -170,6 +173,11 @@ def _llama(b: int, s: int, h: int, a: int, g: int, f: int, full: bool) -> tuple[
     angle = torch.arange(s).float()[:, None] / 10 ** (torch.arange(d).float() / d)
     cos, sin = angle.cos().to(dt)[:, None, :], angle.sin().to(dt)[:, None, :]
     x = torch.randn(b, s, h, dtype=dt, requires_grad=True)
+    return x, p, cos, sin
+
+
+def _llama(b: int, s: int, h: int, a: int, g: int, f: int, full: bool) -> tuple[int, int]:
+    x, p, cos, sin = _llama_inputs(b, s, h, a, g, f)
     if full:
         nbytes, out = saved_bytes(
             lambda: checkpoint(_llama_block, x, p, cos, sin, a, g, use_reentrant=False),
@@ -192,14 +200,7 @@ def test_llama_block_under_torchtitan_selective_ac_saves_the_formula(
     shape: tuple[int, ...],
 ) -> None:
     b, s, h, a, g, f = shape
-    torch.manual_seed(0)
-    dt, d = torch.bfloat16, h // a
-    shapes = {"n1": (h,), "n2": (h,), "wq": (h, h), "wk": (g * d, h), "wv": (g * d, h),
-              "wo": (h, h), "w1": (f, h), "w3": (f, h), "w2": (h, f)}  # fmt: skip
-    p = {k: (torch.randn(v, dtype=dt) * 0.1).requires_grad_() for k, v in shapes.items()}
-    angle = torch.arange(s).float()[:, None] / 10 ** (torch.arange(d).float() / d)
-    cos, sin = angle.cos().to(dt)[:, None, :], angle.sin().to(dt)[:, None, :]
-    x = torch.randn(b, s, h, dtype=dt, requires_grad=True)
+    x, p, cos, sin = _llama_inputs(b, s, h, a, g, f)
     measured, out = _sac_saved_bytes(
         lambda ctx: checkpoint(
             _llama_block, x, p, cos, sin, a, g, use_reentrant=False, context_fn=ctx
