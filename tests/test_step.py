@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from infralens.compute import hardware_flops_per_token, mfu, model_flops_per_token
+from infralens.compute import (
+    MAMF_BF16,
+    attention_flops_per_token,
+    attention_seconds,
+    gemm_flops_per_token,
+    hardware_flops_per_token,
+    mfu,
+    model_flops_per_token,
+)
 from infralens.hardware import GPUS, SYSTEMS
 from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
 from infralens.nccl import predict
@@ -45,12 +53,35 @@ def test_a_sparse_rate_over_the_dense_peak_is_rejected() -> None:
         mfu(2 * 0.6 * H100.bf16_flops, H100.bf16_flops)
 
 
-def test_causal_attention_halves_the_attention_term_only() -> None:
+def test_flash_attention_counts_half_the_scores_and_five_backward_matmuls() -> None:
+    # Materialized: 4·s·h forward, 8·s·h backward per token and layer (PaLM's 12·L·h·s).
+    # FlashAttention: 2·s·h forward (causal half), 2.5 × that backward (QKᵀ recomputed).
     m = PRESETS["llama3-8b"]
     full = hardware_flops_per_token(m, seq_len=8192, recompute="none", causal=False)
     causal = hardware_flops_per_token(m, seq_len=8192, recompute="none")
     assert full == model_flops_per_token(m, seq_len=8192)
-    assert full - causal == 6 * m.layers * m.hidden * 8192
+    assert full - causal == (12 - 7) * m.layers * m.hidden * 8192
+
+
+def test_attention_runs_at_its_kernel_ceiling_not_the_matmul_ceiling() -> None:
+    m = PRESETS["llama3-8b"]
+    fwd, bwd = attention_flops_per_token(m, seq_len=8192)
+    t = attention_seconds(m, seq_len=8192, tokens=1000, gpu="h100-sxm5-80gb")
+    assert t == pytest.approx(1000 * (fwd / 335e12 + bwd / 322e12))
+    # FlashAttention-2 on an H100 sustains well under half the matmul ceiling.
+    assert t > 2 * 1000 * (fwd + bwd) / MAMF_BF16["h100-sxm5-80gb"]
+    h200 = attention_seconds(m, seq_len=8192, tokens=1000, gpu="h200-sxm-141gb")
+    assert h200 == t
+
+
+def test_torchtitan_selective_recomputes_k_o_and_w3() -> None:
+    m = PRESETS["llama3-8b"]
+    extra = gemm_flops_per_token(m, stack="pytorch") - gemm_flops_per_token(m)
+    h, kv, f = m.hidden, m.kv_heads * m.head_dim, m.ffn_hidden
+    assert extra == 2 * m.layers * (h * kv + h * h + h * f)
+    assert gemm_flops_per_token(m, stack="pytorch", recompute="full") == gemm_flops_per_token(
+        m, recompute="full"
+    )
 
 
 def _c(nodes: int, preset: str = "dgx-h100") -> Cluster:

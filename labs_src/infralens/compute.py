@@ -10,12 +10,18 @@ defines it:
     MFU = model FLOPs per second / dense peak      (no recomputation counted)
     HFU = hardware FLOPs per second / dense peak   (recomputation counted)
 
-The ceiling is the *maximum achievable matmul FLOPS* (MAMF) measured with
-``mamf-finder.py`` by Bekman (stas00/ml-engineering, commit 744d01e1,
-compute/accelerator/README.md): BF16 271.2 TFLOP/s on an A100 SXM (86.9 %
-of 312), 794.5 on an H100 SXM (80.3 % of 989; "H200 is the same"). No
-kernel sustains more than that, so it is the physical constant of the
-compute term; nothing is fitted to a training run.
+Two measured ceilings price the arithmetic, one per kind of kernel:
+
+- weight GEMMs run at the *maximum achievable matmul FLOPS* (MAMF) measured
+  with ``mamf-finder.py`` by Bekman (stas00/ml-engineering, commit 744d01e1,
+  compute/accelerator/README.md): BF16 271.2 TFLOP/s on an A100 SXM (86.9 %
+  of 312), 794.5 on an H100 SXM (80.3 % of 989; "H200 is the same");
+- attention runs at its kernel's published throughput
+  (:data:`ATTENTION_CEILINGS`): FlashAttention-2 reaches 335 TFLOP/s forward
+  on an H100, well under half the GEMM ceiling, FlashAttention-3 616.
+
+Both are the best a kernel was measured to do, so the compute term is a
+lower bound on time; nothing is fitted to a training run.
 
 >>> from infralens.model import PRESETS
 >>> m = PRESETS["llama3-70b"]
@@ -38,9 +44,15 @@ from infralens.hardware import GPUS
 from infralens.model import TransformerConfig
 
 __all__ = [
+    "ATTENTION_CEILINGS",
+    "ATTENTION_KERNELS",
     "MAMF_BF16",
     "RECOMPUTE_MODES",
+    "STACKS",
     "achievable_fraction",
+    "attention_flops_per_token",
+    "attention_seconds",
+    "gemm_flops_per_token",
     "hardware_flops_per_token",
     "mfu",
     "model_flops_per_token",
@@ -56,6 +68,33 @@ MAMF_BF16: dict[str, int] = {
     "h200-sxm-141gb": 794_500 * 10**9,  # same table: "H200 is the same" as the H100 SXM
 }
 """Measured BF16 matmul ceilings in FLOP/s, by :data:`infralens.hardware.GPUS` key."""
+
+ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "materialized")
+"""The attention kernel a framework runs: FlashAttention-2 (PyTorch SDPA's flash
+backend), FlashAttention-3, cuDNN's fused attention (Transformer Engine's default on
+Hopper) or materialized scores (QKᵀ, softmax and PV as separate kernels, 2021 Megatron)."""
+
+ATTENTION_CEILINGS: dict[str, dict[str, tuple[int, int]]] = {
+    # (forward, backward) FLOP/s at head dim 128, the best sequence length of each sweep,
+    # FLOPs counted as the FlashAttention papers count them (see attention_flops_per_token).
+    "flash2": {
+        # Dao 2023, section 4.1: "up to 230 TFLOPs/s" forward + backward on an A100 80GB SXM4.
+        "a100-sxm4-80gb": (230 * TERA, 230 * TERA),
+        # Shah et al. 2024 (FlashAttention-3), Fig. 5 causal forward and Fig. 6 backward, H100 SXM5.
+        "h100-sxm5-80gb": (335 * TERA, 322 * TERA),
+    },
+    "flash3": {"h100-sxm5-80gb": (616 * TERA, 561 * TERA)},  # same figures
+    "cudnn": {"h100-sxm5-80gb": (539 * TERA, 518 * TERA)},  # same figures, cuDNN 9 bars
+}
+"""Measured attention-kernel ceilings in FLOP/s by kernel and :data:`infralens.hardware.GPUS`
+key. The H200 shares the H100's compute die and clocks and is priced with its figures, as
+Bekman's table does for matmuls; no kernel here has a published Blackwell figure."""
+
+SAME_DIE = {"h200-sxm-141gb": "h100-sxm5-80gb"}
+
+STACKS = ("megatron", "pytorch")
+"""Whose selective recomputation: Megatron-Core's (core attention only) or torchtitan's
+op-level policy for PyTorch (every second ``mm`` of the block recomputed)."""
 
 RECOMPUTE_MODES = ("none", "selective", "full")
 """Activation recomputation: none, selective (attention core only; FlashAttention
@@ -114,42 +153,155 @@ def model_flops_per_token(model: TransformerConfig, *, seq_len: int) -> int:
     return 6 * n + 12 * m.layers * m.hidden * s
 
 
-def hardware_flops_per_token(
-    model: TransformerConfig, *, seq_len: int, recompute: str = "selective", causal: bool = True
+def gemm_flops_per_token(
+    model: TransformerConfig, *, recompute: str = "selective", stack: str = "megatron"
 ) -> int:
-    """FLOPs the GPUs execute per token: what :func:`model_flops_per_token` counts, adjusted.
+    """FLOPs of the weight matmuls per trained token, recomputation included.
 
-    attention = 12·L·h·s, halved when *causal* (FlashAttention skips masked blocks)
-    executed  = 6·N + attention + (2·N + attention/3) if recompute == "full"
-    executed  = 6·N + attention + attention/3       if recompute == "selective"
+    gemm = 6·N                                  (forward 2·N, backward 4·N)
+         + 2·L·P_layer                          if recompute == "full"
+         + 2·L·(h·g·d + h² + h·f)               if recompute == "selective", stack "pytorch"
 
-    Full recomputation repeats each layer's forward (2·N per token, the
-    output layer excepted); selective recomputes only the attention core,
-    as FlashAttention's backward does anyway.
+    Full recomputation repeats each layer's forward. torchtitan's op-level
+    policy recomputes every second ``mm`` of the block (k, o and the MLP's
+    second matmul, w3 or fc2); Megatron's selective recomputes no matmul.
+
+    >>> from infralens.model import PRESETS
+    >>> m = PRESETS["llama3-8b"]
+    >>> op = gemm_flops_per_token(m, stack="pytorch") - gemm_flops_per_token(m)
+    >>> round(op / gemm_flops_per_token(m), 3)          # torchtitan's selective: +11 %
+    0.113
+    >>> gemm_flops_per_token(m, stack="jax")
+    Traceback (most recent call last):
+    ...
+    ValueError: stack must be one of 'megatron', 'pytorch'; got 'jax'
+
+    Raises ``ValueError`` for an unknown *recompute* or *stack*.
+    """
+    m = _model(model)
+    mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
+    who = check_choice("stack", stack, STACKS)
+    total = model_flops_per_token(m, seq_len=1) - 12 * m.layers * m.hidden
+    if mode == "full":
+        total += 2 * m.layers * m.layer_params()
+    elif mode == "selective" and who == "pytorch":
+        h = m.hidden
+        total += 2 * m.layers * (h * m.kv_heads * m.head_dim + h * h + h * m.ffn_hidden)
+    return total
+
+
+def attention_flops_per_token(
+    model: TransformerConfig, *, seq_len: int, recompute: str = "selective", kernel: str = "flash2"
+) -> tuple[int, int]:
+    """(forward, backward) FLOPs of attention's two matmuls per token, as the kernel runs them.
+
+    flash:        forward 2·L·h·s (4·s·h per token, halved by the causal mask),
+                  backward 2.5 × forward (five matmuls, QKᵀ recomputed)
+    materialized: forward 4·L·h·s (the mask is applied after a full QKᵀ),
+                  backward 2 × forward (the scores are saved)
+    full recomputation runs the forward once more.
+
+    This is the FlashAttention papers' count (Dao 2023, section 4.1), so the
+    time at their measured throughput is FLOPs / :data:`ATTENTION_CEILINGS`.
+
+    >>> from infralens.model import PRESETS
+    >>> m = PRESETS["llama3-8b"]
+    >>> fwd, bwd = attention_flops_per_token(m, seq_len=8192)
+    >>> fwd == 2 * 32 * 4096 * 8192, bwd / fwd
+    (True, 2.5)
+    >>> attention_flops_per_token(m, seq_len=8192, kernel="flash4")
+    Traceback (most recent call last):
+    ...
+    ValueError: kernel must be one of 'flash2', 'flash3', 'cudnn', 'materialized'; got 'flash4'
+
+    Raises ``ValueError`` for an unknown *kernel* or *recompute*, or *seq_len* below 1.
+    """
+    m = _model(model)
+    s = positive_int("seq_len", seq_len)
+    mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
+    k = check_choice("kernel", kernel, ATTENTION_KERNELS)
+    fwd = (4 if k == "materialized" else 2) * m.layers * m.hidden * s
+    bwd = 2 * fwd if k == "materialized" else fwd * 5 // 2
+    return (2 * fwd if mode == "full" else fwd), bwd
+
+
+def attention_seconds(
+    model: TransformerConfig,
+    *,
+    seq_len: int,
+    tokens: float,
+    gpu: str,
+    recompute: str = "selective",
+    kernel: str = "flash2",
+) -> float:
+    """Seconds the attention matmuls of *tokens* tokens take on preset *gpu*.
+
+    t = forward / ceiling_fwd + backward / ceiling_bwd        (per token, × tokens)
+
+    The ceilings are the kernel's measured throughput (:data:`ATTENTION_CEILINGS`);
+    materialized scores run as cuBLAS GEMMs at :data:`MAMF_BF16` (their softmax
+    and masking are memory traffic, priced elsewhere). *tokens* may be a share
+    of a micro-batch (divided by tp and cp).
+
+    >>> from infralens.model import PRESETS
+    >>> m = PRESETS["llama3-8b"]
+    >>> fa2 = attention_seconds(m, seq_len=8192, tokens=8192, gpu="h100-sxm5-80gb")
+    >>> fa3 = attention_seconds(m, seq_len=8192, tokens=8192, gpu="h100-sxm5-80gb",
+    ...                         kernel="flash3")
+    >>> round(fa2 / fa3, 2)                           # FlashAttention-3 over -2 on an H100
+    1.77
+    >>> attention_seconds(m, seq_len=8192, tokens=1, gpu="a100-sxm4-80gb", kernel="cudnn")
+    Traceback (most recent call last):
+    ...
+    ValueError: kernel 'cudnn' has no published ceiling for gpu 'a100-sxm4-80gb'
+
+    Raises ``ValueError`` for a kernel without a measurement on *gpu*, or bad sizes.
+    """
+    fwd, bwd = attention_flops_per_token(model, seq_len=seq_len, recompute=recompute, kernel=kernel)
+    n = nonnegative_number("tokens", tokens)
+    key = check_choice("gpu", gpu, tuple(GPUS))
+    key = SAME_DIE.get(key, key)
+    if kernel == "materialized":
+        ceiling = MAMF_BF16[check_choice("gpu", gpu, tuple(MAMF_BF16))]
+        return float(n) * (fwd + bwd) / ceiling
+    table = ATTENTION_CEILINGS[kernel]
+    if key not in table:
+        raise ValueError(f"kernel {kernel!r} has no published ceiling for gpu {gpu!r}")
+    c_fwd, c_bwd = table[key]
+    return float(n) * (fwd / c_fwd + bwd / c_bwd)
+
+
+def hardware_flops_per_token(
+    model: TransformerConfig,
+    *,
+    seq_len: int,
+    recompute: str = "selective",
+    causal: bool = True,
+    stack: str = "megatron",
+) -> int:
+    """FLOPs the GPUs execute per token: the weight matmuls and attention, recomputation included.
+
+    executed = gemm_flops_per_token + forward + backward of attention_flops_per_token
+
+    with attention counted as FlashAttention runs it when *causal* (the mask
+    skips half, the backward recomputes QKᵀ) and as materialized scores
+    otherwise (PaLM's 12·L·h·s, plus the forward again under full recomputation).
 
     >>> from infralens.model import PRESETS
     >>> m = PRESETS["llama3-8b"]
     >>> full = hardware_flops_per_token(m, seq_len=8192, recompute="full")
     >>> round(full / model_flops_per_token(m, seq_len=8192), 3)
-    1.167
+    1.185
     >>> hardware_flops_per_token(m, seq_len=8192, recompute="some")
     Traceback (most recent call last):
     ...
     ValueError: recompute must be one of 'none', 'selective', 'full'; got 'some'
 
-    Raises ``ValueError`` for an unknown *recompute* or *seq_len* below 1.
+    Raises ``ValueError`` for an unknown *recompute* or *stack*, or *seq_len* below 1.
     """
-    m = _model(model)
-    s = positive_int("seq_len", seq_len)
-    mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
-    dense = model_flops_per_token(m, seq_len=s) - 12 * m.layers * m.hidden * s
-    attention = 12 * m.layers * m.hidden * s // (2 if causal else 1)
-    total = dense + attention
-    if mode in ("selective", "full"):
-        total += attention // 3
-    if mode == "full":
-        total += 2 * m.layers * m.layer_params()
-    return total
+    kernel = "flash2" if causal else "materialized"
+    fwd, bwd = attention_flops_per_token(model, seq_len=seq_len, recompute=recompute, kernel=kernel)
+    return gemm_flops_per_token(model, recompute=recompute, stack=stack) + fwd + bwd
 
 
 def mfu(achieved_flops_per_s: float | int | Fraction, peak_flops_per_s: float | int) -> float:

@@ -3,9 +3,11 @@
 :func:`estimate` prices one optimizer step of a dense transformer on a
 plan and a cluster. Every term is a model of what a named framework does:
 
-- **compute** (:mod:`infralens.compute`): executed FLOPs per GPU (causal
-  attention counted as FlashAttention runs it, recomputation adding its
-  forward) at the measured BF16 matmul ceiling of the GPU.
+- **compute** (:mod:`infralens.compute`): the weight GEMMs' FLOPs per GPU
+  (recomputation adding its forward; torchtitan's op-level policy, for
+  ``zero_stage=3``, every second matmul) at the GPU's measured BF16 matmul
+  ceiling, and attention at its kernel's measured throughput (*attention*:
+  ``flash2``, ``flash3``, ``cudnn`` or ``materialized``).
 - **TP** (Megatron-Core, no ``tp_comm_overlap``): per layer and
   micro-batch, two all-gathers and two reduce-scatters of the
   ``b·s/cp × h`` activation forward and again backward with sequence
@@ -39,7 +41,7 @@ plan and a cluster. Every term is a model of what a named framework does:
 >>> e = estimate("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
 ...              global_batch_size=512, micro_batch_size=1)
 >>> e.bottleneck, round(e.seconds, 1), round(e.mfu, 2)
-('compute', 28.4, 0.52)
+('compute', 29.4, 0.5)
 """
 
 from __future__ import annotations
@@ -49,8 +51,11 @@ from dataclasses import dataclass, fields
 from infralens._validate import check_choice, describe, positive_int, typed
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import (
+    ATTENTION_KERNELS,
     MAMF_BF16,
     RECOMPUTE_MODES,
+    attention_seconds,
+    gemm_flops_per_token,
     hardware_flops_per_token,
     model_flops_per_token,
 )
@@ -157,7 +162,7 @@ def estimate(
     schedule: str = "1f1b",
     chunks: int = 1,
     zero_stage: int = 1,
-    attention: str = "flash",
+    attention: str = "flash2",
     check_memory: bool = True,
 ) -> Estimate:
     """Predict one training step of *model* on *plan* and *cluster* (see the module text).
@@ -225,18 +230,22 @@ def estimate(
     shards = plan.tp * plan.cp * plan.pp
     tokens_mb = b * s
     ceiling = MAMF_BF16[gpu_key]
-    causal = check_choice("attention", attention, ("flash", "materialized")) == "flash"
-    flops = hardware_flops_per_token(m, seq_len=s, recompute=mode, causal=causal)
+    kernel = check_choice("attention", attention, ATTENTION_KERNELS)
+    saves = "materialized" if kernel == "materialized" else "flash"
+    stack = "pytorch" if zero_stage == 3 else "megatron"
+    gemm = gemm_flops_per_token(m, recompute=mode, stack=stack)
     # Element-wise kernels (norms, activations, softmax, residuals) move the bytes the layer
     # saves for backward: written and re-read forward, read and its gradient written backward
     # (4 passes; 5 with full recomputation), at HBM bandwidth, not at matmul speed.
     saved = activation_bytes(
         m, seq_len=s // plan.cp, micro_batch_size=b, tp=plan.tp,
-        sequence_parallel=sequence_parallel and plan.tp > 1, attention=attention,
+        sequence_parallel=sequence_parallel and plan.tp > 1, attention=saves,
     )  # fmt: skip
     passes_ew = 5 if mode == "full" else 4
     elementwise = passes_ew * saved * m.layers / plan.pp / gpu.hbm_bytes_per_s
-    t_mb = flops * tokens_mb / shards / ceiling + elementwise
+    attn = attention_seconds(m, seq_len=s, tokens=tokens_mb / shards, gpu=gpu_key,
+                             recompute=mode, kernel=kernel)  # fmt: skip
+    t_mb = gemm * tokens_mb / shards / ceiling + attn + elementwise
     compute = n_mb * t_mb
     layers = m.layers / plan.pp
     e = 2  # bf16 activations and parameters
@@ -258,8 +267,7 @@ def estimate(
         g = group_of(plan, "cp")
         kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * e // min(plan.tp, m.kv_heads)
         ring = 3 * (plan.cp - 1) * _t("send_recv", kv, cluster, g[:2])
-        attn = 12 * m.hidden * s // 2 * tokens_mb / plan.tp / plan.cp / ceiling
-        cp = max(0.0, ring - attn) * layers * n_mb
+        cp = max(0.0, ring - attn / layers) * layers * n_mb
 
     # PP: the bubble over the per-micro-batch work, and the activation sends.
     pp_bubble = pp_p2p = 0.0
@@ -300,7 +308,7 @@ def estimate(
     tokens = global_batch_size * s
     world = cluster.world_size
     model_rate = model_flops_per_token(m, seq_len=s) * tokens / seconds / world
-    hw_flops = hardware_flops_per_token(m, seq_len=s, recompute=mode, causal=False)
+    hw_flops = hardware_flops_per_token(m, seq_len=s, recompute=mode, causal=False, stack=stack)
     hw_rate = hw_flops * tokens / seconds / world
     return Estimate(
         seconds=seconds,
