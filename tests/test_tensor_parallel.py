@@ -109,14 +109,14 @@ def test_sp_activation_saving_matches_korthikanti_gpt3_example() -> None:
 
 
 def test_tp_across_nodes_costs_more_than_inside_one() -> None:
+    h100 = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     kw = dict(
         params_per_layer=12 * 12288**2,
         seq_len=2048,
         micro_batch_size=1,
         hidden=12288,
-        peak_flops_per_s=989 * 10**12,
+        peak_flops_per_s=h100.system.gpu.bf16_flops,
     )
-    h100 = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     inside = layer_seconds(cluster=h100, tp_group=range(8), **kw)
     straddling = layer_seconds(cluster=h100, tp_group=[0, 1, 2, 3, 8, 9, 10, 11], **kw)
     assert inside.communication < straddling.communication

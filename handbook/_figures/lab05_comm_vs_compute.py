@@ -18,7 +18,7 @@ layer = dict(
     seq_len=2048,
     micro_batch_size=1,
     hidden=hidden,
-    peak_flops_per_s=989 * 10**12,
+    peak_flops_per_s=cluster.system.gpu.bf16_flops,
 )
 degrees = [2, 4, 8, 16, 32, 64]
 compute, packed, split = [], [], []

@@ -338,7 +338,7 @@ def layer_seconds(
 
     >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     >>> kw = dict(params_per_layer=12 * 12288**2, seq_len=2048, micro_batch_size=1,
-    ...           hidden=12288, peak_flops_per_s=989 * 10**12)
+    ...           hidden=12288, peak_flops_per_s=c.system.gpu.bf16_flops)
     >>> ms = lambda t: round(float(t) * 1000, 2)
     >>> inside = layer_seconds(cluster=c, tp_group=range(8), **kw)
     >>> across = layer_seconds(cluster=c, tp_group=range(16), **kw)
