@@ -156,11 +156,11 @@ def model_flops_per_token(model: TransformerConfig, *, seq_len: int) -> int:
 def gemm_flops_per_token(
     model: TransformerConfig, *, recompute: str = "selective", stack: str = "megatron"
 ) -> int:
-    """FLOPs of the weight matmuls per trained token, recomputation included.
+    """FLOPs of the weight matmuls per trained token, recomputation included::
 
-    gemm = 6·N                                  (forward 2·N, backward 4·N)
-         + 2·L·P_layer                          if recompute == "full"
-         + 2·L·(h·g·d + h² + h·f)               if recompute == "selective", stack "pytorch"
+        gemm = 6·N                              (forward 2·N, backward 4·N)
+             + 2·L·P_layer                      if recompute == "full"
+             + 2·L·(h·g·d + h² + h·f)           if recompute == "selective", stack "pytorch"
 
     Full recomputation repeats each layer's forward. torchtitan's op-level
     policy recomputes every second ``mm`` of the block (k, o and the MLP's
@@ -193,13 +193,14 @@ def gemm_flops_per_token(
 def attention_flops_per_token(
     model: TransformerConfig, *, seq_len: int, recompute: str = "selective", kernel: str = "flash2"
 ) -> tuple[int, int]:
-    """(forward, backward) FLOPs of attention's two matmuls per token, as the kernel runs them.
+    """(forward, backward) FLOPs of attention's two matmuls per token, as the kernel runs them::
 
-    flash:        forward 2·L·h·s (4·s·h per token, halved by the causal mask),
-                  backward 2.5 × forward (five matmuls, QKᵀ recomputed)
-    materialized: forward 4·L·h·s (the mask is applied after a full QKᵀ),
-                  backward 2 × forward (the scores are saved)
-    full recomputation runs the forward once more.
+        flash          forward 2·L·h·s (4·s·h per token, halved by the causal mask)
+                       backward 2.5 × forward (five matmuls: QKᵀ is recomputed)
+        materialized   forward 4·L·h·s (the mask is applied after a full QKᵀ)
+                       backward 2 × forward (the scores are saved)
+
+    Full recomputation runs the forward once more.
 
     This is the FlashAttention papers' count (Dao 2023, section 4.1), so the
     time at their measured throughput is FLOPs / :data:`ATTENTION_CEILINGS`.
