@@ -78,19 +78,22 @@ ATTENTION_CEILINGS: dict[str, dict[str, tuple[int, int]]] = {
     # (forward, backward) FLOP/s at head dim 128, the best sequence length of each sweep,
     # FLOPs counted as the FlashAttention papers count them (see attention_flops_per_token).
     "flash2": {
-        # Dao 2023, section 4.1: "up to 230 TFLOPs/s" forward + backward on an A100 80GB SXM4.
+        # Dao 2023, section 4: "up to 230 TFLOPs/s, 73% of the theoretical maximum" on an
+        # A100 80GB SXM4, a forward-pass figure; the text prints none for the backward, so
+        # the same value is used for it, which can only make the step faster.
         "a100-sxm4-80gb": (230 * TERA, 230 * TERA),
-        # Shah et al. 2024 (FlashAttention-3), Fig. 5 causal forward and Fig. 6 backward, H100 SXM5.
+        # Shah et al. 2024 (FlashAttention-3), section 4.1 benchmark figures, H100 SXM5:
+        # forward with the causal mask, and backward.
         "h100-sxm5-80gb": (335 * TERA, 322 * TERA),
     },
     "flash3": {"h100-sxm5-80gb": (616 * TERA, 561 * TERA)},  # same figures
-    "cudnn": {"h100-sxm5-80gb": (539 * TERA, 518 * TERA)},  # same figures, cuDNN 9 bars
+    "cudnn": {"h100-sxm5-80gb": (539 * TERA, 518 * TERA)},  # same figures, the cuDNN bars
 }
 """Measured attention-kernel ceilings in FLOP/s by kernel and :data:`infralens.hardware.GPUS`
 key. The H200 shares the H100's compute die and clocks and is priced with its figures, as
 Bekman's table does for matmuls; no kernel here has a published Blackwell figure."""
 
-SAME_DIE = {"h200-sxm-141gb": "h100-sxm5-80gb"}
+_SAME_DIE = {"h200-sxm-141gb": "h100-sxm5-80gb"}
 
 STACKS = ("megatron", "pytorch")
 """Whose selective recomputation: Megatron-Core's (core attention only) or torchtitan's
@@ -261,7 +264,7 @@ def attention_seconds(
     fwd, bwd = attention_flops_per_token(model, seq_len=seq_len, recompute=recompute, kernel=kernel)
     n = nonnegative_number("tokens", tokens)
     key = check_choice("gpu", gpu, tuple(GPUS))
-    key = SAME_DIE.get(key, key)
+    key = _SAME_DIE.get(key, key)
     if kernel == "materialized":
         ceiling = MAMF_BF16[check_choice("gpu", gpu, tuple(MAMF_BF16))]
         return float(n) * (fwd + bwd) / ceiling

@@ -185,7 +185,8 @@ def estimate(
     Raises ``ValueError`` if the plan does not fill the cluster, the batch
     does not split into micro-batches per replica, the model does not fit
     the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
-    *recompute* or *zero_stage* is unknown.
+    *recompute*, *zero_stage* or *attention* is unknown, or the attention
+    kernel has no published ceiling on the cluster's GPU.
     """
     m = _model(model)
     if not isinstance(plan, ParallelPlan):
