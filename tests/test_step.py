@@ -6,16 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from infralens.compute import (
-    MAMF_BF16,
+from infralens.attention_kernels import (
+    MATERIALIZED_SCORE_BYTES,
     attention_flops_per_token,
     attention_seconds,
+)
+from infralens.compute import (
     gemm_flops_per_token,
     hardware_flops_per_token,
     mfu,
     model_flops_per_token,
 )
-from infralens.hardware import GPUS, SYSTEMS
+from infralens.hardware import GPUS, MAMF_BF16, SYSTEMS
 from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
@@ -74,6 +76,27 @@ def test_attention_runs_at_its_kernel_ceiling_not_the_matmul_ceiling() -> None:
     assert h200 == t
 
 
+@pytest.mark.parametrize(("hidden", "heads"), [(2304, 24), (8192, 64), (25600, 160)])
+def test_materialized_scores_are_bound_by_hbm_traffic_at_megatron_head_dims(
+    hidden: int, heads: int
+) -> None:
+    # Narayanan et al.'s head dims (96, 128, 160): every score crosses HBM 45 times under full
+    # recomputation, which takes longer on an A100 than the score matmuls' FLOPs.
+    m = TransformerConfig(layers=2, hidden=hidden, heads=heads, kv_heads=heads,
+                          ffn_hidden=4 * hidden, vocab_size=51200, seq_len=2048)  # fmt: skip
+    a100 = "a100-sxm4-80gb"
+    kw = dict(seq_len=2048, recompute="full", kernel="materialized")
+    t = attention_seconds(m, tokens=100, gpu=a100, **kw)
+    f_bytes, b_bytes = MATERIALIZED_SCORE_BYTES
+    scores = 100 * 2 * heads * 2048
+    assert t == pytest.approx(scores * (2 * f_bytes + b_bytes) / GPUS[a100].hbm_bytes_per_s)
+    fwd, bwd = attention_flops_per_token(m, **kw)
+    assert t > 100 * (fwd + bwd) / MAMF_BF16[a100]
+    # The H200's faster HBM moves the same bytes sooner: no borrowing of the H100's figures.
+    h100 = attention_seconds(m, tokens=100, gpu="h100-sxm5-80gb", **kw)
+    assert attention_seconds(m, tokens=100, gpu="h200-sxm-141gb", **kw) < h100
+
+
 def test_torchtitan_selective_recomputes_k_o_and_w3() -> None:
     m = PRESETS["llama3-8b"]
     extra = gemm_flops_per_token(m, stack="pytorch") - gemm_flops_per_token(m)
@@ -127,6 +150,11 @@ def test_more_microbatches_shrink_the_bubble_share() -> None:
         (ParallelPlan(tp=8, pp=4, dp=2), {"recompute": "most"}, "recompute must be one of"),
         (ParallelPlan(tp=1, pp=1, dp=64), {"zero_stage": 0}, "does not fit"),
         (ParallelPlan(tp=8, pp=4, dp=2), {"chunks": 2}, "chunks must be 1"),
+        (
+            ParallelPlan(tp=8, pp=1, dp=8),
+            {"zero_stage": 3, "overlap_grad_reduce": False},
+            "FSDP2 always overlaps",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_error(plan: ParallelPlan, kwargs: dict, message: str) -> None:
@@ -139,6 +167,47 @@ def test_fsdp_traffic_hides_behind_compute_when_shorter() -> None:
     e = estimate("llama3-8b", ParallelPlan(dp=64), _c(8, "dgx-a100"), seq_len=8192,
                  global_batch_size=64, micro_batch_size=1, zero_stage=3)  # fmt: skip
     assert e.breakdown.dp < 0.05 * e.breakdown.compute
+
+
+def _megatron_2021(**flags: bool):  # type: ignore[no-untyped-def]
+    # Narayanan et al.'s 39.1B shape: tp 8 fills a node, pp 2, dp 4 across nodes.
+    m = TransformerConfig(layers=48, hidden=8192, heads=64, kv_heads=64, ffn_hidden=4 * 8192,
+                          vocab_size=51200, seq_len=2048, tied_embeddings=True, bias=True,
+                          learned_positions=True)  # fmt: skip
+    plan = ParallelPlan(tp=8, pp=2, dp=4)
+    e = estimate(m, plan, _c(8, "dgx-a100"), seq_len=2048, global_batch_size=64,
+                 micro_batch_size=1, sequence_parallel=False, recompute="full", zero_stage=0,
+                 attention="materialized", **flags)  # fmt: skip
+    return m, plan, e
+
+
+def test_gradients_reduced_after_backward_are_exposed_whole_in_their_dtype() -> None:
+    # Megatron-LM's 2021 local DDP all-reduces after the pipeline flush; nothing hides it.
+    m, plan, overlapped = _megatron_2021()
+    local = m.num_params() // (plan.tp * plan.pp)
+    for fp32, nbytes in ((True, 4), (False, 2)):
+        _, _, e = _megatron_2021(overlap_grad_reduce=False, grad_reduce_in_fp32=fp32)
+        whole = predict("all_reduce", local * nbytes, _c(8, "dgx-a100"), group_of(plan, "dp"))
+        assert e.breakdown.dp == pytest.approx(whole.seconds, rel=1e-6)
+        assert e.breakdown.compute == overlapped.breakdown.compute
+    assert overlapped.breakdown.dp < whole.seconds * 2  # the overlap hides part of fp32's
+
+
+def test_scatter_gather_sends_a_tp_shard_and_gathers_it_on_nvlink() -> None:
+    m, plan, full = _megatron_2021()
+    _, _, sg = _megatron_2021(scatter_gather_p2p=True)
+    act, c = 2048 * m.hidden * 2, _c(8, "dgx-a100")
+    pair, tp = group_of(plan, "pp")[:2], group_of(plan, "tp")
+    sends = 2 * sg.microbatches  # 1F1B: one forward and one backward send per micro-batch
+    one = predict("send_recv", act // 8, c, pair).seconds
+    one += predict("all_gather", act, c, tp).seconds
+    assert sg.breakdown.pp_p2p == pytest.approx(sends * one)
+    assert sg.breakdown.pp_p2p < full.breakdown.pp_p2p  # IB carries 1/8 of the bytes
+
+
+def test_flags_must_be_bools() -> None:
+    with pytest.raises(TypeError, match="overlap_grad_reduce must be a bool"):
+        _megatron_2021(overlap_grad_reduce="no")  # type: ignore[arg-type]
 
 
 RUNS = load_runs(DATA)

@@ -12,13 +12,13 @@ defines it:
 
 Two measured ceilings price the arithmetic, one per kind of kernel:
 
-- weight GEMMs run at the *maximum achievable matmul FLOPS* (MAMF) measured
-  with ``mamf-finder.py`` by Bekman (stas00/ml-engineering, commit 744d01e1,
-  compute/accelerator/README.md): BF16 271.2 TFLOP/s on an A100 SXM (86.9 %
-  of 312), 794.5 on an H100 SXM (80.3 % of 989; "H200 is the same");
+- weight GEMMs run at the *maximum achievable matmul FLOPS* measured with
+  ``mamf-finder.py`` by Bekman (:data:`infralens.hardware.MAMF_BF16`): BF16
+  271.2 TFLOP/s on an A100 SXM (86.9 % of 312), 794.5 on an H100 SXM (80.3 %
+  of 989; "H200 is the same");
 - attention runs at its kernel's published throughput
-  (:data:`ATTENTION_CEILINGS`): FlashAttention-2 reaches 335 TFLOP/s forward
-  on an H100, well under half the GEMM ceiling, FlashAttention-3 616.
+  (:mod:`infralens.attention_kernels`): FlashAttention-2 reaches 335 TFLOP/s
+  forward on an H100, well under half the GEMM ceiling, FlashAttention-3 616.
 
 Both are the best a kernel was measured to do, so the compute term is a
 lower bound on time; nothing is fitted to a training run.
@@ -40,18 +40,14 @@ from __future__ import annotations
 from fractions import Fraction
 
 from infralens._validate import check_choice, nonnegative_number, positive_int, positive_number
-from infralens.hardware import GPUS
+from infralens.attention_kernels import attention_flops_per_token
+from infralens.hardware import GPUS, MAMF_BF16
+from infralens.memory import RECOMPUTE, STACKS
 from infralens.model import TransformerConfig
 
 __all__ = [
-    "ATTENTION_CEILINGS",
-    "ATTENTION_KERNELS",
-    "MAMF_BF16",
     "RECOMPUTE_MODES",
-    "STACKS",
     "achievable_fraction",
-    "attention_flops_per_token",
-    "attention_seconds",
     "gemm_flops_per_token",
     "hardware_flops_per_token",
     "mfu",
@@ -60,48 +56,10 @@ __all__ = [
 
 TERA = 10**12
 
-MAMF_BF16: dict[str, int] = {
-    # stas00/ml-engineering @ 744d01e1, compute/accelerator/README.md, "Maximum Achievable
-    # Matmul FLOPS comparison table", BF16, mean of 100 iterations after 50 warm-up:
-    "a100-sxm4-80gb": 271_200 * 10**9,  # NVIDIA A100 SXM 271.2 (torch 2.6.0+cu126)
-    "h100-sxm5-80gb": 794_500 * 10**9,  # NVIDIA H100 SXM 794.5 (torch 2.7.0+cu126)
-    "h200-sxm-141gb": 794_500 * 10**9,  # same table: "H200 is the same" as the H100 SXM
-}
-"""Measured BF16 matmul ceilings in FLOP/s, by :data:`infralens.hardware.GPUS` key."""
-
-ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "materialized")
-"""The attention kernel a framework runs: FlashAttention-2 (PyTorch SDPA's flash
-backend), FlashAttention-3, cuDNN's fused attention (Transformer Engine's default on
-Hopper) or materialized scores (QKᵀ, softmax and PV as separate kernels, 2021 Megatron)."""
-
-ATTENTION_CEILINGS: dict[str, dict[str, tuple[int, int]]] = {
-    # (forward, backward) FLOP/s at head dim 128, the best sequence length of each sweep,
-    # FLOPs counted as the FlashAttention papers count them (see attention_flops_per_token).
-    "flash2": {
-        # Dao 2023, section 4: "up to 230 TFLOPs/s, 73% of the theoretical maximum" on an
-        # A100 80GB SXM4, a forward-pass figure; the text prints none for the backward, so
-        # the same value is used for it, which can only make the step faster.
-        "a100-sxm4-80gb": (230 * TERA, 230 * TERA),
-        # Shah et al. 2024 (FlashAttention-3), section 4.1 benchmark figures, H100 SXM5:
-        # forward with the causal mask, and backward.
-        "h100-sxm5-80gb": (335 * TERA, 322 * TERA),
-    },
-    "flash3": {"h100-sxm5-80gb": (616 * TERA, 561 * TERA)},  # same figures
-    "cudnn": {"h100-sxm5-80gb": (539 * TERA, 518 * TERA)},  # same figures, the cuDNN bars
-}
-"""Measured attention-kernel ceilings in FLOP/s by kernel and :data:`infralens.hardware.GPUS`
-key. The H200 shares the H100's compute die and clocks and is priced with its figures, as
-Bekman's table does for matmuls; no kernel here has a published Blackwell figure."""
-
-_SAME_DIE = {"h200-sxm-141gb": "h100-sxm5-80gb"}
-
-STACKS = ("megatron", "pytorch")
-"""Whose selective recomputation: Megatron-Core's (core attention only) or torchtitan's
-op-level policy for PyTorch (every second ``mm`` of the block recomputed)."""
-
-RECOMPUTE_MODES = ("none", "selective", "full")
+RECOMPUTE_MODES = RECOMPUTE
 """Activation recomputation: none, selective (attention core only; FlashAttention
-recomputes it in its backward anyway) or full (every layer's forward again)."""
+recomputes it in its backward anyway) or full (every layer's forward again); the
+same modes :mod:`infralens.memory` counts saved bytes for."""
 
 
 def _model(model: object) -> TransformerConfig:
@@ -191,88 +149,6 @@ def gemm_flops_per_token(
         h = m.hidden
         total += 2 * m.layers * (h * m.kv_heads * m.head_dim + h * h + h * m.ffn_hidden)
     return total
-
-
-def attention_flops_per_token(
-    model: TransformerConfig, *, seq_len: int, recompute: str = "selective", kernel: str = "flash2"
-) -> tuple[int, int]:
-    """(forward, backward) FLOPs of attention's two matmuls per token, as the kernel runs them::
-
-        flash          forward 2·L·h·s (4·s·h per token, halved by the causal mask)
-                       backward 2.5 × forward (five matmuls: QKᵀ is recomputed)
-        materialized   forward 4·L·h·s (the mask is applied after a full QKᵀ)
-                       backward 2 × forward (the scores are saved)
-
-    Full recomputation runs the forward once more.
-
-    This is the FlashAttention papers' count (Dao 2023, section 4.1), so the
-    time at their measured throughput is FLOPs / :data:`ATTENTION_CEILINGS`.
-
-    >>> from infralens.model import PRESETS
-    >>> m = PRESETS["llama3-8b"]
-    >>> fwd, bwd = attention_flops_per_token(m, seq_len=8192)
-    >>> fwd == 2 * 32 * 4096 * 8192, bwd / fwd
-    (True, 2.5)
-    >>> attention_flops_per_token(m, seq_len=8192, kernel="flash4")
-    Traceback (most recent call last):
-    ...
-    ValueError: kernel must be one of 'flash2', 'flash3', 'cudnn', 'materialized'; got 'flash4'
-
-    Raises ``ValueError`` for an unknown *kernel* or *recompute*, or *seq_len* below 1.
-    """
-    m = _model(model)
-    s = positive_int("seq_len", seq_len)
-    mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
-    k = check_choice("kernel", kernel, ATTENTION_KERNELS)
-    fwd = (4 if k == "materialized" else 2) * m.layers * m.hidden * s
-    bwd = 2 * fwd if k == "materialized" else fwd * 5 // 2
-    return (2 * fwd if mode == "full" else fwd), bwd
-
-
-def attention_seconds(
-    model: TransformerConfig,
-    *,
-    seq_len: int,
-    tokens: float,
-    gpu: str,
-    recompute: str = "selective",
-    kernel: str = "flash2",
-) -> float:
-    """Seconds the attention matmuls of *tokens* tokens take on preset *gpu*.
-
-    t = forward / ceiling_fwd + backward / ceiling_bwd        (per token, × tokens)
-
-    The ceilings are the kernel's measured throughput (:data:`ATTENTION_CEILINGS`);
-    materialized scores run as cuBLAS GEMMs at :data:`MAMF_BF16` (their softmax
-    and masking are memory traffic, priced elsewhere). *tokens* may be a share
-    of a micro-batch (divided by tp and cp).
-
-    >>> from infralens.model import PRESETS
-    >>> m = PRESETS["llama3-8b"]
-    >>> fa2 = attention_seconds(m, seq_len=8192, tokens=8192, gpu="h100-sxm5-80gb")
-    >>> fa3 = attention_seconds(m, seq_len=8192, tokens=8192, gpu="h100-sxm5-80gb",
-    ...                         kernel="flash3")
-    >>> round(fa2 / fa3, 2)                           # FlashAttention-3 over -2 on an H100
-    1.77
-    >>> attention_seconds(m, seq_len=8192, tokens=1, gpu="a100-sxm4-80gb", kernel="cudnn")
-    Traceback (most recent call last):
-    ...
-    ValueError: kernel 'cudnn' has no published ceiling for gpu 'a100-sxm4-80gb'
-
-    Raises ``ValueError`` for a kernel without a measurement on *gpu*, or bad sizes.
-    """
-    fwd, bwd = attention_flops_per_token(model, seq_len=seq_len, recompute=recompute, kernel=kernel)
-    n = nonnegative_number("tokens", tokens)
-    key = check_choice("gpu", gpu, tuple(GPUS))
-    key = _SAME_DIE.get(key, key)
-    if kernel == "materialized":
-        ceiling = MAMF_BF16[check_choice("gpu", gpu, tuple(MAMF_BF16))]
-        return float(n) * (fwd + bwd) / ceiling
-    table = ATTENTION_CEILINGS[kernel]
-    if key not in table:
-        raise ValueError(f"kernel {kernel!r} has no published ceiling for gpu {gpu!r}")
-    c_fwd, c_bwd = table[key]
-    return float(n) * (fwd / c_fwd + bwd / c_bwd)
 
 
 def hardware_flops_per_token(

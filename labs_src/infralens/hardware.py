@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from infralens._validate import check_choice, positive_int, typed
 
-__all__ = ["GPU", "GPUS", "SYSTEMS", "System", "system"]
+__all__ = ["GPU", "GPUS", "MAMF_BF16", "SYSTEMS", "System", "system"]
 
 GB = 10**9
 TERA = 10**12
@@ -108,6 +108,17 @@ GPUS: dict[str, GPU] = {
     ),
 }
 """GPUs by key; figures from the vendor datasheets cited in the bibliography."""
+
+
+MAMF_BF16: dict[str, int] = {
+    # stas00/ml-engineering @ 744d01e1, compute/accelerator/README.md, "Maximum Achievable
+    # Matmul FLOPS comparison table", BF16, mean of 100 iterations after 50 warm-up:
+    "a100-sxm4-80gb": 271_200 * 10**9,  # NVIDIA A100 SXM 271.2 (torch 2.6.0+cu126)
+    "h100-sxm5-80gb": 794_500 * 10**9,  # NVIDIA H100 SXM 794.5 (torch 2.7.0+cu126)
+    "h200-sxm-141gb": 794_500 * 10**9,  # same table: "H200 is the same" as the H100 SXM
+}
+"""Measured BF16 matmul ceilings in FLOP/s, by :data:`GPUS` key: the *maximum achievable
+matmul FLOPS* over a sweep of shapes, not a datasheet figure."""
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infralens._validate import positive_int, typed
-from infralens.compute import MAMF_BF16
-from infralens.hardware import GPUS
+from infralens.hardware import GPUS, MAMF_BF16
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.nccl import predict

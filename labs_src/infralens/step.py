@@ -19,18 +19,24 @@ plan and a cluster. Every term is a model of what a named framework does:
   longer than attention is exposed.
 - **PP** (Megatron-Core 1F1B or interleaved): the bubble (p − 1)/(v·m) of
   the work per micro-batch, and point-to-point sends of the
-  ``b·s/(tp·cp) × h`` shard sequence parallelism leaves on each rank;
+  ``b·s/(tp·cp) × h`` shard sequence parallelism leaves on each rank
+  (without it, the whole activation, or with 2021 Megatron-LM's
+  ``scatter_gather_p2p`` 1/tp of it and an all-gather over TP on arrival);
   1F1B waits for each send, interleaving (``overlap_p2p_comm``) hides all
   but the warm-up ones.
 - **DP** (Megatron-Core DDP with ``overlap_grad_reduce`` and
   ``overlap_param_gather``, as NVIDIA's performance recipes set them):
   gradients reduced in fp32 (Megatron's bf16 default,
-  ``accumulate_allreduce_grads_in_fp32``), overlapped with the last
-  micro-batch's backward except the last bucket; with the distributed
-  optimizer (ZeRO-1) the bf16 parameters are gathered behind the next
-  forward the same way.
+  ``accumulate_allreduce_grads_in_fp32``; ``grad_reduce_in_fp32=False``
+  reduces in bf16/fp16), overlapped with the last micro-batch's backward
+  except the last bucket; with the distributed optimizer (ZeRO-1) the bf16
+  parameters are gathered behind the next forward the same way. With
+  ``overlap_grad_reduce=False`` the whole reduction (and gather) runs after
+  the last backward, as Megatron-LM's local DDP did in 2021 and
+  Megatron-Core does without the flag.
 - **FSDP** (``zero_stage=3``, FSDP2 as torchtitan runs it): per layer a
-  bf16 all-gather forward and backward and an fp32 reduce-scatter, each
+  bf16 all-gather forward and backward and an fp32 (or, without
+  ``grad_reduce_in_fp32``, bf16) reduce-scatter, each
   hidden behind that layer's compute when shorter.
 - **optimizer**: Adam reads and writes about 30 bytes per local parameter
   (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth.
@@ -48,22 +54,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from infralens._validate import check_choice, describe, positive_int, typed
+from infralens import _step_terms as comm
+from infralens._validate import check_choice, describe, flag, positive_int, typed
+from infralens.attention_kernels import ATTENTION_KERNELS
 from infralens.batch import grad_accum_steps_for
-from infralens.compute import (
-    ATTENTION_KERNELS,
-    MAMF_BF16,
-    RECOMPUTE_MODES,
-    attention_seconds,
-    gemm_flops_per_token,
-    hardware_flops_per_token,
-    model_flops_per_token,
-)
+from infralens.compute import RECOMPUTE_MODES, hardware_flops_per_token, model_flops_per_token
 from infralens.fit import gpu_memory, shortfall
-from infralens.hardware import GPUS
-from infralens.memory import _model, activation_bytes
+from infralens.hardware import GPUS, MAMF_BF16
+from infralens.memory import _model
 from infralens.model import TransformerConfig
-from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
 from infralens.plan import ParallelPlan
 from infralens.topology import Cluster
@@ -72,9 +71,6 @@ __all__ = ["SCHEDULES", "Breakdown", "Estimate", "estimate", "group_of"]
 
 SCHEDULES = ("1f1b", "interleaved")
 """Megatron-Core's pipeline schedules: one chunk per stage, or ``chunks`` chunks (v)."""
-
-DP_BUCKET_PARAMS = 40_000_000
-"""Megatron-Core's default DDP bucket: max(40M, 1M·dp) parameters (``bucket_size``)."""
 
 ADAM_BYTES_PER_PARAM = 30
 """Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
@@ -145,10 +141,6 @@ def group_of(plan: ParallelPlan, axis: str) -> list[int]:
     return [plan.rank(**{axis: i}) for i in range(getattr(plan, axis))]
 
 
-def _t(op: str, nbytes: int, cluster: Cluster, ranks: list[int]) -> float:
-    return predict(op, nbytes, cluster, ranks).seconds if len(ranks) > 1 and nbytes else 0.0
-
-
 def estimate(
     model: TransformerConfig | str,
     plan: ParallelPlan,
@@ -163,6 +155,9 @@ def estimate(
     chunks: int = 1,
     zero_stage: int = 1,
     attention: str = "flash2",
+    overlap_grad_reduce: bool = True,
+    grad_reduce_in_fp32: bool = True,
+    scatter_gather_p2p: bool = False,
     check_memory: bool = True,
 ) -> Estimate:
     """Predict one training step of *model* on *plan* and *cluster* (see the module text).
@@ -185,8 +180,10 @@ def estimate(
     Raises ``ValueError`` if the plan does not fill the cluster, the batch
     does not split into micro-batches per replica, the model does not fit
     the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
-    *recompute*, *zero_stage* or *attention* is unknown, or the attention
-    kernel has no published ceiling on the cluster's GPU.
+    *recompute*, *zero_stage* or *attention* is unknown, the attention
+    kernel has no published ceiling on the cluster's GPU, or
+    *overlap_grad_reduce* is False with ``zero_stage=3`` (FSDP2 has no such
+    mode); ``TypeError`` if a flag is not a bool.
     """
     m = _model(model)
     if not isinstance(plan, ParallelPlan):
@@ -205,6 +202,13 @@ def estimate(
         raise ValueError(f"chunks must be 1 for the 1f1b schedule, got {v}")
     if zero_stage not in RECIPE or isinstance(zero_stage, bool):
         raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {describe(zero_stage)}")
+    overlap = flag("overlap_grad_reduce", overlap_grad_reduce)
+    fp32_grads = flag("grad_reduce_in_fp32", grad_reduce_in_fp32)
+    scatter = flag("scatter_gather_p2p", scatter_gather_p2p)
+    if zero_stage == 3 and not overlap:
+        raise ValueError(
+            "overlap_grad_reduce must be True with zero_stage=3: FSDP2 always overlaps"
+        )
     if s % plan.cp:
         raise ValueError(f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}")
     n_mb = grad_accum_steps_for(
@@ -228,78 +232,51 @@ def estimate(
                 f"{over / 1e9:.1f} GB over the {gpu.hbm_bytes / 1e9:.0f} GB of HBM"
             )
 
-    shards = plan.tp * plan.cp * plan.pp
-    tokens_mb = b * s
-    ceiling = MAMF_BF16[gpu_key]
     kernel = check_choice("attention", attention, ATTENTION_KERNELS)
-    saves = "materialized" if kernel == "materialized" else "flash"
     stack = "pytorch" if zero_stage == 3 else "megatron"
-    gemm = gemm_flops_per_token(m, recompute=mode, stack=stack)
-    # Element-wise kernels (norms, activations, softmax, residuals) move the bytes the layer
-    # saves for backward: written and re-read forward, read and its gradient written backward
-    # (4 passes; 5 with full recomputation), at HBM bandwidth, not at matmul speed.
-    saved = activation_bytes(
-        m, seq_len=s // plan.cp, micro_batch_size=b, tp=plan.tp,
-        sequence_parallel=sequence_parallel and plan.tp > 1, attention=saves,
+    t_mb, attn = comm.microbatch_compute(
+        m, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp, pp=plan.pp,
+        sequence_parallel=sequence_parallel, recompute=mode, stack=stack, kernel=kernel,
     )  # fmt: skip
-    passes_ew = 5 if mode == "full" else 4
-    elementwise = passes_ew * saved * m.layers / plan.pp / gpu.hbm_bytes_per_s
-    attn = attention_seconds(m, seq_len=s, tokens=tokens_mb / shards, gpu=gpu_key,
-                             recompute=mode, kernel=kernel)  # fmt: skip
-    t_mb = gemm * tokens_mb / shards / ceiling + attn + elementwise
     compute = n_mb * t_mb
     layers = m.layers / plan.pp
-    e = 2  # bf16 activations and parameters
 
-    # TP: the collectives between GEMMs; nbytes is the whole b·(s/cp)·h buffer.
+    # TP: the collectives between GEMMs; act is the whole b·(s/cp)·h buffer.
+    act = b * (s // plan.cp) * m.hidden * comm.BF16
+    tp_group = group_of(plan, "tp")
     tp = 0.0
     if plan.tp > 1:
-        g, act = group_of(plan, "tp"), b * (s // plan.cp) * m.hidden * e
         passes = 3 if mode == "full" else 2
-        if sequence_parallel:
-            one = _t("all_gather", act, cluster, g) + _t("reduce_scatter", act, cluster, g)
-            tp = 2 * one * passes * layers * n_mb
-        else:
-            tp = 2 * _t("all_reduce", act, cluster, g) * passes * layers * n_mb
+        tp = comm.tensor_parallel(act, cluster, tp_group, sequence_parallel=sequence_parallel,
+                                  passes=passes) * layers * n_mb  # fmt: skip
 
     # CP: ring exchange of K/V (kv heads split over tp), hidden behind attention.
     cp = 0.0
     if plan.cp > 1:
-        g = group_of(plan, "cp")
-        kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * e // min(plan.tp, m.kv_heads)
-        ring = 3 * (plan.cp - 1) * _t("send_recv", kv, cluster, g[:2])
-        cp = max(0.0, ring - attn / layers) * layers * n_mb
+        kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * comm.BF16
+        kv //= min(plan.tp, m.kv_heads)
+        pair = group_of(plan, "cp")[:2]
+        cp = comm.context_parallel(kv, cluster, pair, cp=plan.cp, attention_per_layer=attn / layers)
+        cp *= layers * n_mb
 
     # PP: the bubble over the per-micro-batch work, and the activation sends.
     pp_bubble = pp_p2p = 0.0
     if plan.pp > 1:
         work = compute + tp + cp
         pp_bubble = float(bubble_fraction(stages=plan.pp, microbatches=n_mb, chunks=v)) * work
-        shard = b * (s // plan.cp) * m.hidden * e // (plan.tp if sequence_parallel else 1)
-        send = _t("send_recv", shard, cluster, group_of(plan, "pp")[:2])
-        pp_p2p = (2 * n_mb if sched == "1f1b" else plan.pp - 1) * send
+        pp_p2p = comm.pipeline_p2p(
+            act, cluster, group_of(plan, "pp")[:2], tp_group,
+            sends=2 * n_mb if sched == "1f1b" else plan.pp - 1,
+            sequence_parallel=sequence_parallel, scatter_gather=scatter,
+        )  # fmt: skip
 
-    # DP / FSDP: gradient reduction in fp32, parameter gathers in bf16.
+    # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16.
     local = m.num_params() / (plan.tp * plan.pp)
-    dp = 0.0
-    if plan.dp > 1:
-        g = group_of(plan, "dp")
-        if zero_stage == 3:
-            per_layer = int(local / layers) if layers else 0
-            comm = 2 * _t("all_gather", per_layer * e, cluster, g)
-            comm += _t("reduce_scatter", per_layer * 4, cluster, g)
-            hide = t_mb / layers
-            dp = max(0.0, comm - hide) * layers + _t("all_gather", per_layer * e, cluster, g)
-            dp *= n_mb
-        else:
-            frac = min(1.0, max(DP_BUCKET_PARAMS, 10**6 * plan.dp) / local)
-            grads = _t("all_reduce" if zero_stage == 0 else "reduce_scatter",
-                       int(local * 4), cluster, g)  # fmt: skip
-            backward = t_mb * 2 / 3
-            dp = max(grads - backward, grads * frac)
-            if zero_stage >= 1:
-                gather = _t("all_gather", int(local * e), cluster, g)
-                dp += max(gather - t_mb / 3, gather * frac)
+    dp = comm.data_parallel(
+        local, cluster, group_of(plan, "dp"), zero_stage=zero_stage, layers=layers,
+        t_microbatch=t_mb, microbatches=n_mb, overlap_grad_reduce=overlap,
+        grad_bytes=4 if fp32_grads else comm.BF16,
+    )  # fmt: skip
 
     shard_params = local / (plan.dp if zero_stage >= 1 else 1)
     optimizer = shard_params * ADAM_BYTES_PER_PARAM / gpu.hbm_bytes_per_s

@@ -63,6 +63,9 @@ class TrainingRun:
     sequence_parallel: bool
     zero_stage: int
     attention: str
+    overlap_grad_reduce: bool
+    grad_reduce_in_fp32: bool
+    scatter_gather_p2p: bool
     metric: str
     published: float
     assumptions: str
@@ -92,6 +95,10 @@ class RunCheck:
 
 
 @typed
+def _bool(row: dict[str, str], key: str) -> bool:
+    return check_choice(key, row[key], ("true", "false")) == "true"
+
+
 def load_runs(path: str | Path) -> list[TrainingRun]:
     """Read the training-run CSV at *path*.
 
@@ -108,8 +115,9 @@ def load_runs(path: str | Path) -> list[TrainingRun]:
                 check_choice("system", r["system"], tuple(SYSTEMS)), ints["gpus"], r["model"],
                 ints["seq_len"], ints["global_batch"], ints["micro_batch"], ints["tp"],
                 ints["pp"], ints["cp"], ints["dp"], r["schedule"], ints["chunks"],
-                r["recompute"], r["sequence_parallel"] == "true", ints["zero_stage"],
-                r["attention"], check_choice("metric", r["metric"], METRICS),
+                r["recompute"], _bool(r, "sequence_parallel"), ints["zero_stage"],
+                r["attention"], _bool(r, "overlap_grad_reduce"), _bool(r, "grad_reduce_in_fp32"),
+                _bool(r, "scatter_gather_p2p"), check_choice("metric", r["metric"], METRICS),
                 float(r["published"]), r["assumptions"],
             ))  # fmt: skip
         except (KeyError, ValueError, TypeError) as exc:
@@ -129,7 +137,9 @@ def check_run(row: TrainingRun) -> RunCheck:
         model, plan, cluster, seq_len=row.seq_len, global_batch_size=row.global_batch,
         micro_batch_size=row.micro_batch, sequence_parallel=row.sequence_parallel,
         recompute=row.recompute, schedule=row.schedule, chunks=row.chunks,
-        zero_stage=row.zero_stage, attention=row.attention, check_memory=False,
+        zero_stage=row.zero_stage, attention=row.attention,
+        overlap_grad_reduce=row.overlap_grad_reduce, grad_reduce_in_fp32=row.grad_reduce_in_fp32,
+        scatter_gather_p2p=row.scatter_gather_p2p, check_memory=False,
     )  # fmt: skip
     if row.metric == "tflops_megatron":
         flops = megatron_flops_per_iteration(

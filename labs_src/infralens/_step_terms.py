@@ -1,0 +1,155 @@
+"""The terms of :func:`infralens.step.estimate`: a micro-batch's compute, what each axis
+sends, and how much of it the step cannot hide.
+
+Every function returns seconds. The collectives are priced by
+:func:`infralens.nccl.predict`; the caller passes the rank groups and sizes it
+already validated, so nothing here checks input.
+"""
+
+from __future__ import annotations
+
+from infralens.attention_kernels import attention_seconds
+from infralens.compute import gemm_flops_per_token
+from infralens.hardware import GPUS, MAMF_BF16
+from infralens.memory import activation_bytes
+from infralens.model import TransformerConfig
+from infralens.nccl import predict
+from infralens.topology import Cluster
+
+BF16 = 2
+"""Bytes of a bf16 (or fp16) activation, parameter or gradient element."""
+
+DP_BUCKET_PARAMS = 40_000_000
+"""Megatron-Core's default DDP bucket: max(40M, 1M·dp) parameters (``bucket_size``)."""
+
+
+def seconds(op: str, nbytes: int, cluster: Cluster, ranks: list[int]) -> float:
+    """One collective of *nbytes* over *ranks*; nothing to send costs nothing."""
+    return predict(op, nbytes, cluster, ranks).seconds if len(ranks) > 1 and nbytes else 0.0
+
+
+def microbatch_compute(
+    m: TransformerConfig,
+    gpu_key: str,
+    *,
+    tokens: int,
+    seq_len: int,
+    tp: int,
+    cp: int,
+    pp: int,
+    sequence_parallel: bool,
+    recompute: str,
+    stack: str,
+    kernel: str,
+) -> tuple[float, float]:
+    """(all compute, attention alone) of one micro-batch of *tokens* on one GPU.
+
+    The weight GEMMs run at the GPU's matmul ceiling, attention at its
+    kernel's (its own traffic included), and element-wise kernels (norms,
+    activations, residuals) move the bytes the layer saves for backward outside
+    core attention at HBM bandwidth: written and re-read forward, read and its
+    gradient written backward (4 passes; 5 with full recomputation).
+    """
+    shards = tp * cp * pp
+    gemm = gemm_flops_per_token(m, recompute=recompute, stack=stack) * tokens / shards
+    attn = attention_seconds(m, seq_len=seq_len, tokens=tokens / shards, gpu=gpu_key,
+                             recompute=recompute, kernel=kernel)  # fmt: skip
+    saved = activation_bytes(
+        m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len, tp=tp,
+        sequence_parallel=sequence_parallel and tp > 1, recompute="selective",
+        attention="materialized" if kernel == "materialized" else "flash",
+    )  # fmt: skip
+    passes = 5 if recompute == "full" else 4
+    elementwise = passes * saved * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
+    return gemm / MAMF_BF16[gpu_key] + attn + elementwise, attn
+
+
+def tensor_parallel(
+    act: int, cluster: Cluster, group: list[int], *, sequence_parallel: bool, passes: int
+) -> float:
+    """Per layer and micro-batch: two all-gathers and two reduce-scatters of the *act*-byte
+    activation per pass with sequence parallelism, two all-reduces per pass without."""
+    if sequence_parallel:
+        one = seconds("all_gather", act, cluster, group) + seconds(
+            "reduce_scatter", act, cluster, group
+        )
+        return 2 * one * passes
+    return 2 * seconds("all_reduce", act, cluster, group) * passes
+
+
+def context_parallel(
+    kv: int, cluster: Cluster, pair: list[int], *, cp: int, attention_per_layer: float
+) -> float:
+    """Per layer and micro-batch: the ring's cp - 1 exchanges of this rank's *kv* bytes
+    forward and K, V and their gradients backward (3 in all), less the attention they
+    hide behind."""
+    ring = 3 * (cp - 1) * seconds("send_recv", kv, cluster, pair)
+    return max(0.0, ring - attention_per_layer)
+
+
+def pipeline_p2p(
+    act: int,
+    cluster: Cluster,
+    pair: list[int],
+    tp_group: list[int],
+    *,
+    sends: int,
+    sequence_parallel: bool,
+    scatter_gather: bool,
+) -> float:
+    """*sends* activation sends between neighbouring stages.
+
+    Under sequence parallelism each TP rank already holds 1/tp of the
+    activation and sends only that. Without it, 2021 Megatron-LM's
+    ``scatter_gather_tensors_in_pipeline`` sent 1/tp per rank and all-gathered
+    the rest over the receiving stage's TP group; otherwise every TP rank sends
+    the whole activation.
+    """
+    tp = len(tp_group)
+    split = sequence_parallel or scatter_gather
+    one = seconds("send_recv", act // (tp if split else 1), cluster, pair)
+    if scatter_gather and not sequence_parallel:
+        one += seconds("all_gather", act, cluster, tp_group)
+    return sends * one
+
+
+def data_parallel(
+    local_params: float,
+    cluster: Cluster,
+    group: list[int],
+    *,
+    zero_stage: int,
+    layers: float,
+    t_microbatch: float,
+    microbatches: int,
+    overlap_grad_reduce: bool,
+    grad_bytes: int,
+) -> float:
+    """Exposed DP or FSDP communication of one step (see :mod:`infralens.step`).
+
+    FSDP (``zero_stage`` 3): per layer a bf16 all-gather forward and backward
+    and a reduce-scatter of *grad_bytes* per element, each hidden behind the
+    layer's compute when shorter, plus the first layer's gather.
+    DDP and the distributed optimizer: the gradient reduction runs under the
+    last micro-batch's backward except the last bucket when
+    *overlap_grad_reduce*, and whole after it otherwise; ZeRO stages 1-2
+    all-gather the bf16 parameters behind the next forward the same way.
+    """
+    if len(group) < 2:
+        return 0.0
+    if zero_stage == 3:
+        per_layer = int(local_params / layers) if layers else 0
+        comm = 2 * seconds("all_gather", per_layer * BF16, cluster, group)
+        comm += seconds("reduce_scatter", per_layer * grad_bytes, cluster, group)
+        first = seconds("all_gather", per_layer * BF16, cluster, group)
+        return (max(0.0, comm - t_microbatch / layers) * layers + first) * microbatches
+    op = "all_reduce" if zero_stage == 0 else "reduce_scatter"
+    grads = seconds(op, int(local_params * grad_bytes), cluster, group)
+    gather = seconds("all_gather", int(local_params * BF16), cluster, group) if zero_stage else 0.0
+    if not overlap_grad_reduce:
+        return grads + gather
+    last = min(1.0, max(DP_BUCKET_PARAMS, 10**6 * len(group)) / local_params)
+    exposed = max(grads - t_microbatch * 2 / 3, grads * last)
+    if zero_stage:
+        exposed += max(gather - t_microbatch / 3, gather * last)
+    return exposed
