@@ -60,7 +60,7 @@ _SAME_DIE = {"h200-sxm-141gb": "h100-sxm5-80gb"}
 MATERIALIZED_SCORE_BYTES = (13, 19)
 """HBM bytes per fp16 score element of materialized attention, (forward, backward).
 
-Counted kernel by kernel from Megatron-LM's ``CoreAttention`` at commit
+Counted kernel by kernel from Megatron-LM's ``ParallelAttention.forward`` at commit
 cdde433 (April 2021): forward, ``baddbmm`` writes the scores (2), the fused
 scale-mask-softmax reads and writes them (4), attention dropout (p = 0.1 by
 default) reads them and writes its output and a 1-byte mask (5), and the
