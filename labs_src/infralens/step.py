@@ -32,8 +32,8 @@ plan and a cluster. Every term is a model of what a named framework does:
   except the last bucket; with the distributed optimizer (ZeRO-1) the bf16
   parameters are gathered behind the next forward the same way. With
   ``overlap_grad_reduce=False`` the whole reduction (and gather) runs after
-  the last backward, as Megatron-LM's local DDP did in 2021 and
-  Megatron-Core does without the flag.
+  the last backward, as Megatron-LM's local DDP did in 2021 (commit cdde433)
+  and Megatron-Core does without the flag (its default at commit d98e8a6).
 - **FSDP** (``zero_stage=3``, FSDP2 as torchtitan runs it): per layer a
   bf16 all-gather forward and backward and an fp32 (or, without
   ``grad_reduce_in_fp32``, bf16) reduce-scatter, each
