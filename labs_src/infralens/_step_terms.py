@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from infralens.attention_kernels import attention_seconds
 from infralens.compute import gemm_flops_per_token
+from infralens.elementwise import elementwise_bytes
 from infralens.hardware import GPUS, MAMF_BF16
-from infralens.memory import activation_bytes
 from infralens.model import TransformerConfig
 from infralens.nccl import predict
 from infralens.topology import Cluster
@@ -41,27 +41,26 @@ def microbatch_compute(
     recompute: str,
     stack: str,
     kernel: str,
+    elementwise: str,
 ) -> tuple[float, float]:
     """(all compute, attention alone) of one micro-batch of *tokens* on one GPU.
 
     The weight GEMMs run at the GPU's matmul ceiling, attention at its
     kernel's (its own traffic included), and element-wise kernels (norms,
-    activations, residuals) move the bytes the layer saves for backward outside
-    core attention at HBM bandwidth: written and re-read forward, read and its
-    gradient written backward (4 passes; 5 with full recomputation).
+    activations, residuals) move :func:`infralens.elementwise.elementwise_bytes`
+    at HBM bandwidth, fused or *elementwise* ``"eager"``.
     """
     shards = tp * cp * pp
     gemm = gemm_flops_per_token(m, recompute=recompute, stack=stack) * tokens / shards
     attn = attention_seconds(m, seq_len=seq_len, tokens=tokens / shards, gpu=gpu_key,
                              recompute=recompute, kernel=kernel)  # fmt: skip
-    saved = activation_bytes(
-        m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len, tp=tp,
-        sequence_parallel=sequence_parallel and tp > 1, recompute="selective",
-        attention="materialized" if kernel == "materialized" else "flash",
+    moved = elementwise_bytes(
+        m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len, kernels=elementwise,
+        recompute=recompute, tp=tp, sequence_parallel=sequence_parallel and tp > 1,
+        materialized=kernel == "materialized",
     )  # fmt: skip
-    passes = 5 if recompute == "full" else 4
-    elementwise = passes * saved * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
-    return gemm / MAMF_BF16[gpu_key] + attn + elementwise, attn
+    elementwise_s = moved * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
+    return gemm / MAMF_BF16[gpu_key] + attn + elementwise_s, attn
 
 
 def tensor_parallel(

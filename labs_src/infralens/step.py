@@ -6,8 +6,10 @@ plan and a cluster. Every term is a model of what a named framework does:
 - **compute** (:mod:`infralens.compute`): the weight GEMMs' FLOPs per GPU
   (recomputation adding its forward; torchtitan's op-level policy, for
   ``zero_stage=3``, every second matmul) at the GPU's measured BF16 matmul
-  ceiling, and attention at its kernel's measured throughput (*attention*:
-  ``flash2``, ``flash3``, ``cudnn`` or ``materialized``).
+  ceiling, attention at its kernel's measured throughput (*attention*:
+  ``flash2``, ``flash3``, ``cudnn`` or ``materialized``), and the
+  element-wise kernels' bytes at HBM bandwidth (*elementwise*: ``fused``, or
+  ``eager`` for torchtitan without ``torch.compile``; :mod:`infralens.elementwise`).
 - **TP** (Megatron-Core, no ``tp_comm_overlap``): per layer and
   micro-batch, two all-gathers and two reduce-scatters of the
   ``b·s/cp × h`` activation forward and again backward with sequence
@@ -59,6 +61,7 @@ from infralens._validate import check_choice, describe, flag, positive_int, type
 from infralens.attention_kernels import ATTENTION_KERNELS
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import RECOMPUTE_MODES, hardware_flops_per_token, model_flops_per_token
+from infralens.elementwise import ELEMENTWISE_KERNELS
 from infralens.fit import gpu_memory, shortfall
 from infralens.hardware import GPUS, MAMF_BF16
 from infralens.memory import _model
@@ -158,6 +161,7 @@ def estimate(
     overlap_grad_reduce: bool = True,
     grad_reduce_in_fp32: bool = True,
     scatter_gather_p2p: bool = False,
+    elementwise: str = "fused",
     check_memory: bool = True,
 ) -> Estimate:
     """Predict one training step of *model* on *plan* and *cluster* (see the module text).
@@ -180,10 +184,12 @@ def estimate(
     Raises ``ValueError`` if the plan does not fill the cluster, the batch
     does not split into micro-batches per replica, the model does not fit
     the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
-    *recompute*, *zero_stage* or *attention* is unknown, the attention
-    kernel has no published ceiling on the cluster's GPU, or
+    *recompute*, *zero_stage*, *attention* or *elementwise* is unknown, the
+    attention kernel has no published ceiling on the cluster's GPU,
     *overlap_grad_reduce* is False with ``zero_stage=3`` (FSDP2 has no such
-    mode); ``TypeError`` if a flag is not a bool.
+    mode), or eager element-wise kernels are asked of a Megatron plan (they are
+    counted for torchtitan's block, ``zero_stage=3``); ``TypeError`` if a flag is
+    not a bool.
     """
     m = _model(model)
     if not isinstance(plan, ParallelPlan):
@@ -205,6 +211,9 @@ def estimate(
     overlap = flag("overlap_grad_reduce", overlap_grad_reduce)
     fp32_grads = flag("grad_reduce_in_fp32", grad_reduce_in_fp32)
     scatter = flag("scatter_gather_p2p", scatter_gather_p2p)
+    kernels = check_choice("elementwise", elementwise, ELEMENTWISE_KERNELS)
+    if kernels == "eager" and zero_stage != 3:
+        raise ValueError("elementwise='eager' needs zero_stage=3: it is counted for torchtitan")
     if zero_stage == 3 and not overlap:
         raise ValueError(
             "overlap_grad_reduce must be True with zero_stage=3: FSDP2 always overlaps"
@@ -237,6 +246,7 @@ def estimate(
     t_mb, attn = comm.microbatch_compute(
         m, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp, pp=plan.pp,
         sequence_parallel=sequence_parallel, recompute=mode, stack=stack, kernel=kernel,
+        elementwise=kernels,
     )  # fmt: skip
     compute = n_mb * t_mb
     layers = m.layers / plan.pp

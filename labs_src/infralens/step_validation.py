@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infralens._validate import check_choice, read_csv_rows, typed
+from infralens.elementwise import ELEMENTWISE_KERNELS
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
 from infralens.plan import ParallelPlan
@@ -66,6 +67,7 @@ class TrainingRun:
     overlap_grad_reduce: bool
     grad_reduce_in_fp32: bool
     scatter_gather_p2p: bool
+    elementwise: str
     metric: str
     published: float
     assumptions: str
@@ -117,7 +119,9 @@ def load_runs(path: str | Path) -> list[TrainingRun]:
                 ints["pp"], ints["cp"], ints["dp"], r["schedule"], ints["chunks"],
                 r["recompute"], _bool(r, "sequence_parallel"), ints["zero_stage"],
                 r["attention"], _bool(r, "overlap_grad_reduce"), _bool(r, "grad_reduce_in_fp32"),
-                _bool(r, "scatter_gather_p2p"), check_choice("metric", r["metric"], METRICS),
+                _bool(r, "scatter_gather_p2p"),
+                check_choice("elementwise", r["elementwise"], ELEMENTWISE_KERNELS),
+                check_choice("metric", r["metric"], METRICS),
                 float(r["published"]), r["assumptions"],
             ))  # fmt: skip
         except (KeyError, ValueError, TypeError) as exc:
@@ -139,7 +143,8 @@ def check_run(row: TrainingRun) -> RunCheck:
         recompute=row.recompute, schedule=row.schedule, chunks=row.chunks,
         zero_stage=row.zero_stage, attention=row.attention,
         overlap_grad_reduce=row.overlap_grad_reduce, grad_reduce_in_fp32=row.grad_reduce_in_fp32,
-        scatter_gather_p2p=row.scatter_gather_p2p, check_memory=False,
+        scatter_gather_p2p=row.scatter_gather_p2p, elementwise=row.elementwise,
+        check_memory=False,
     )  # fmt: skip
     if row.metric == "tflops_megatron":
         flops = megatron_flops_per_iteration(

@@ -1,0 +1,121 @@
+"""The element-wise kernels of a layer: norms, rotary embedding, activations and
+residual adds, priced by the HBM bytes they move.
+
+Between a layer's GEMMs and its attention kernel run memory-bound kernels that
+read and write whole activations. How many bytes they move depends on
+whether the framework fuses them:
+
+- ``"fused"``: Megatron-style fused kernels (fused layer norm, bias-GeLU,
+  bias-dropout-add) and ``torch.compile``. Each pass reads or writes about the
+  tensors the layer saves outside core attention: written and re-read
+  forward, read and its gradient written backward (4 passes, 5 with full
+  recomputation).
+- ``"eager"``: every PyTorch operator is its own kernel, as in torchtitan run
+  without ``torch.compile``. The bytes are :data:`EAGER_BYTES`, counted
+  operator by operator for torchtitan's Llama block.
+
+>>> from infralens.model import PRESETS
+>>> m = PRESETS["llama3-8b"]
+>>> eager = elementwise_bytes(m, seq_len=8192, micro_batch_size=1, kernels="eager")
+>>> fused = elementwise_bytes(m, seq_len=8192, micro_batch_size=1)
+>>> round(eager / 8192 / 1e6, 2), round(eager / fused, 1)   # MB per token; ratio
+(2.45, 4.4)
+"""
+
+from __future__ import annotations
+
+from infralens._validate import check_choice, flag, positive_int, typed
+from infralens.memory import RECOMPUTE, _model, activation_bytes
+from infralens.model import TransformerConfig
+
+__all__ = ["EAGER_BYTES", "ELEMENTWISE_KERNELS", "elementwise_bytes"]
+
+ELEMENTWISE_KERNELS = ("fused", "eager")
+"""How the framework runs a layer's element-wise operators (see the module text)."""
+
+EAGER_BYTES: dict[str, tuple[int, int, int, int, int]] = {
+    # (per h, per q + kv, per f, constant, per q + kv when K/V are repeated for GQA)
+    "forward": (84, 20, 10, 48, 4),
+    "backward": (214, 20, 18, 80, 4),
+}
+"""HBM bytes per token of torchtitan's Llama block run eagerly, by pass.
+
+Counted operator by operator (every tensor each ATen operator reads and
+writes, matmuls and the attention kernel left out) for torchtitan at
+9dec370, the commit of its published H100 benchmarks: ``RMSNorm`` upcasts to
+fp32 and runs ``pow``, ``mean``, ``add``, ``rsqrt``, ``mul``, a cast back and
+the weight ``mul`` (36·h + 24 per norm, two norms); the rotary embedding
+casts q and k to fp32, multiplies them as complex numbers and casts back
+(20 per element of q and k); ``repeat_kv`` copies K and V out to the query
+heads (4 per element of q and kv, when ``kv_heads < heads``); SwiGLU's
+``silu`` and ``mul`` (10·f); two residual adds (12·h). The backward is
+what autograd runs for those operators. h is the hidden size, q and kv the
+widths of the query and key/value projections, f the MLP width.
+``tests/runtime/test_eager_bytes.py`` recounts both passes under a
+``TorchDispatchMode`` and requires exact agreement. Recomputation, full or
+torchtitan's op-level selective policy, replays every element-wise
+operator but the block's last residual add (PyTorch's checkpoint stops
+early once it has what backward needs): the forward's bytes less 6·h.
+Per-layer terms (the norm weights, the rotary table) are left out."""
+
+
+@typed
+def elementwise_bytes(
+    model: TransformerConfig | str,
+    *,
+    seq_len: int,
+    micro_batch_size: int,
+    kernels: str = "fused",
+    recompute: str = "selective",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    materialized: bool = False,
+) -> int:
+    """HBM bytes one layer's element-wise kernels move for one micro-batch, on one GPU::
+
+        fused:  passes · activation bytes saved outside core attention
+                (passes = 4, or 5 with full recomputation)
+        eager:  tokens · (forward + backward [+ forward - 6·h if recomputing])
+                with q, kv and f split over tp, h over tp only with sequence parallelism
+
+    >>> elementwise_bytes("llama3-8b", seq_len=8, micro_batch_size=1, kernels="eager",
+    ...                   recompute="none")
+    14943232
+    >>> elementwise_bytes("gpt3-175b", seq_len=8, micro_batch_size=1, kernels="eager")
+    Traceback (most recent call last):
+    ...
+    ValueError: kernels='eager' is counted for torchtitan's Llama block only
+
+    Raises ``ValueError`` for an unknown *kernels* or *recompute*, a size
+    below 1, or eager kernels on a model that is not Llama-shaped (RMSNorm,
+    rotary, SwiGLU, no biases).
+    """
+    m = _model(model)
+    mode = check_choice("kernels", kernels, ELEMENTWISE_KERNELS)
+    rec = check_choice("recompute", recompute, RECOMPUTE)
+    s = positive_int("seq_len", seq_len)
+    b = positive_int("micro_batch_size", micro_batch_size)
+    t = positive_int("tp", tp)
+    sp = flag("sequence_parallel", sequence_parallel)
+    if mode == "fused":
+        saved = activation_bytes(
+            m, seq_len=s, micro_batch_size=b, tp=t, sequence_parallel=sp and t > 1,
+            recompute="selective", attention="materialized" if materialized else "flash",
+        )  # fmt: skip
+        return (5 if rec == "full" else 4) * saved
+    if not m.gated_mlp or m.norm != "rmsnorm" or m.bias or m.learned_positions:
+        raise ValueError("kernels='eager' is counted for torchtitan's Llama block only")
+    h = m.hidden / (t if sp else 1)
+    qkv = (m.heads + m.kv_heads) * m.head_dim / t
+    f = m.ffn_hidden / t
+    gqa = m.kv_heads < m.heads
+
+    def per_token(coeffs: tuple[int, int, int, int, int]) -> float:
+        per_h, per_qkv, per_f, const, repeat = coeffs
+        return per_h * h + (per_qkv + repeat * gqa) * qkv + per_f * f + const
+
+    fwd = per_token(EAGER_BYTES["forward"])
+    total = fwd + per_token(EAGER_BYTES["backward"])
+    if rec != "none":
+        total += fwd - 6 * h
+    return round(total * s * b)
