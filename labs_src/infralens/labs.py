@@ -117,7 +117,7 @@ LABS: tuple[Lab, ...] = (
         ("context_parallel", "ring_attention"),
         "context-parallel",
     ),
-    _lab(11, "Expert parallel", "EP", ("experts",), "expert-parallel"),
+    _lab(11, "Expert parallel", "EP", ("experts", "expert_dispatch"), "expert-parallel"),
     _lab(12, "64-GPU design worksheet", "Cluster", ("design",), "cluster-design"),
     _lab(13, "Sharded checkpoints", "Operations", ("checkpoint",), "checkpoints"),
     _lab(14, "Diagnosis", "Operations", ("diagnosis",), "diagnosis"),
