@@ -99,7 +99,13 @@ LABS: tuple[Lab, ...] = (
     _lab(2, "Gradient buckets and overlap", "DP", ("buckets",), "gradient-bucketing"),
     _lab(3, "ZeRO stages", "ZeRO/FSDP", ("zero",), "zero"),
     _lab(4, "FSDP life cycle", "ZeRO/FSDP", ("fsdp",), "fsdp"),
-    _lab(5, "Tensor and sequence parallel", "TP/SP", ("tensor_parallel",), "tensor-parallel"),
+    _lab(
+        5,
+        "Tensor and sequence parallel",
+        "TP/SP",
+        ("tensor_parallel", "tensor_parallel_comm"),
+        "tensor-parallel",
+    ),
     _lab(
         6,
         "Pipeline schedules",
