@@ -1,4 +1,4 @@
-"""Invariants, error paths and paper numbers of infralens.experts."""
+"""Invariants, error paths and paper numbers of infralens.experts and infralens.expert_dispatch."""
 
 from __future__ import annotations
 
@@ -9,20 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infralens.collectives import all_to_all, bus_bandwidth_factor
-from infralens.experts import (
+from infralens.expert_dispatch import (
     all_to_all_bytes,
-    expert_capacity,
     expert_rank,
     layer_seconds,
-    load_balancing_loss,
     rank_tokens,
     received,
-    route,
     send_buffer,
     send_counts,
-    top_k_experts,
     transpose,
 )
+from infralens.experts import expert_capacity, load_balancing_loss, route, top_k_experts
 from infralens.plan import ParallelPlan
 
 

@@ -1,4 +1,4 @@
-"""Invariants, paper numbers and error paths of infralens.tensor_parallel."""
+"""Invariants, paper numbers and error paths of the infralens tensor-parallel modules."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ from hypothesis import strategies as st
 
 from infralens import collectives
 from infralens.memory import activation_bytes_per_layer
-from infralens.tensor_parallel import (
-    attention_shards,
+from infralens.tensor_parallel import attention_shards, linear_shard, mlp_shards
+from infralens.tensor_parallel_comm import (
     layer_bytes_sent,
     layer_collectives,
     layer_seconds,
-    linear_shard,
-    mlp_shards,
     operators,
 )
 from infralens.topology import Cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.tensor_parallel import layer_seconds
+from infralens.tensor_parallel_comm import layer_seconds
 from infralens.topology import Cluster
 
 # A GPT-3 175B layer (h = 12288, s = 2048, b = 1, 12·h² parameters) on DGX H100

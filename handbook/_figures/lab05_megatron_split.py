@@ -7,7 +7,8 @@ from _draw import PALETTE
 from matplotlib.axes import Axes
 from matplotlib.patches import Circle, FancyArrowPatch, Rectangle
 
-from infralens.tensor_parallel import LocalLinear, attention_shards, mlp_shards, operators
+from infralens.tensor_parallel import LocalLinear, attention_shards, mlp_shards
+from infralens.tensor_parallel_comm import operators
 
 TP, HIDDEN, FFN, HEADS, KV_HEADS = 4, 16, 64, 8, 4
 BOX = 1.3  # every weight is drawn as a square; stripes are to scale within it

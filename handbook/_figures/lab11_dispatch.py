@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt
 from _draw import PALETTE
 from matplotlib.patches import Rectangle
 
-from infralens.experts import expert_rank, send_counts, top_k_experts
+from infralens.expert_dispatch import expert_rank, send_counts
+from infralens.experts import top_k_experts
 
 EP, EXPERTS, TOKENS, K = 4, 8, 4, 2
 PER_RANK = EXPERTS // EP

@@ -5,7 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.experts import expert_capacity, layer_seconds, rank_tokens, route
+from infralens.expert_dispatch import layer_seconds, rank_tokens
+from infralens.experts import expert_capacity, route
 
 EP, EXPERTS, COPIES = 8, 16, 1024
 PER_RANK = EXPERTS // EP

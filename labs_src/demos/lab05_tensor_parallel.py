@@ -8,8 +8,9 @@ Run with torchrun (gloo on CPU, NCCL on GPUs)::
 
 Each rank prints one line: its local fc1 and fc2 weight shapes next to
 ``infralens.tensor_parallel.mlp_shards``'s prediction, the collectives
-counted in forward next to f and g from ``layer_collectives``, and whether
-its output equals the unsharded MLP's. The script exits 1 on any rank where
+counted in forward next to f and g from
+``infralens.tensor_parallel_comm.layer_collectives``, and whether its output
+equals the unsharded MLP's. The script exits 1 on any rank where
 one of them differs.
 """
 
@@ -32,7 +33,8 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from infralens.tensor_parallel import layer_collectives, mlp_shards
+from infralens.tensor_parallel import mlp_shards
+from infralens.tensor_parallel_comm import layer_collectives
 
 HIDDEN, FFN, BATCH, SEQ = 16, 48, 2, 8
 COMM_NAMES = {

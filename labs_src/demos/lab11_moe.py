@@ -23,7 +23,8 @@ import torch
 import torch.distributed as dist
 from _demo import finish, start
 
-from infralens.experts import rank_tokens, received, route, send_buffer, send_counts, top_k_experts
+from infralens.expert_dispatch import rank_tokens, received, send_buffer, send_counts
+from infralens.experts import route, top_k_experts
 
 TOKENS, TOP_K, EXPERTS_PER_RANK, HIDDEN = 8, 2, 2, 4
 

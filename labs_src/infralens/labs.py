@@ -99,7 +99,13 @@ LABS: tuple[Lab, ...] = (
     _lab(2, "Gradient buckets and overlap", "DP", ("buckets",), "gradient-bucketing"),
     _lab(3, "ZeRO stages", "ZeRO/FSDP", ("zero",), "zero"),
     _lab(4, "FSDP life cycle", "ZeRO/FSDP", ("fsdp",), "fsdp"),
-    _lab(5, "Tensor and sequence parallel", "TP/SP", ("tensor_parallel",), "tensor-parallel"),
+    _lab(
+        5,
+        "Tensor and sequence parallel",
+        "TP/SP",
+        ("tensor_parallel", "tensor_parallel_comm"),
+        "tensor-parallel",
+    ),
     _lab(
         6,
         "Pipeline schedules",
@@ -117,7 +123,7 @@ LABS: tuple[Lab, ...] = (
         ("context_parallel", "ring_attention"),
         "context-parallel",
     ),
-    _lab(11, "Expert parallel", "EP", ("experts",), "expert-parallel"),
+    _lab(11, "Expert parallel", "EP", ("experts", "expert_dispatch"), "expert-parallel"),
     _lab(12, "64-GPU design worksheet", "Cluster", ("design",), "cluster-design"),
     _lab(13, "Sharded checkpoints", "Operations", ("checkpoint",), "checkpoints"),
     _lab(14, "Diagnosis", "Operations", ("diagnosis",), "diagnosis"),

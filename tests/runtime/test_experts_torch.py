@@ -1,4 +1,4 @@
-"""infralens.experts' dispatch and combine against ``all_to_all_single`` on gloo.
+"""infralens.expert_dispatch's dispatch and combine against ``all_to_all_single`` on gloo.
 
 Each rank routes its own tokens with :func:`top_k_experts`, packs them with
 :func:`send_buffer`, and passes the module's send counts as
@@ -20,7 +20,8 @@ from tests.runtime.harness import SKIP_REASON, run_on_ranks_cached
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
-from infralens.experts import received, send_buffer, send_counts, top_k_experts  # noqa: E402
+from infralens.expert_dispatch import received, send_buffer, send_counts  # noqa: E402
+from infralens.experts import top_k_experts  # noqa: E402
 
 WORLD_SIZES = (2, 4)
 CASES = ("balanced", "hot_expert", "top2_random", "idle_rank")

@@ -12,7 +12,8 @@ from tests.runtime.harness import SKIP_REASON, run_torchrun
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
-from infralens.tensor_parallel import layer_collectives, mlp_shards  # noqa: E402
+from infralens.tensor_parallel import mlp_shards  # noqa: E402
+from infralens.tensor_parallel_comm import layer_collectives  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "labs_src" / "demos" / "lab05_tensor_parallel.py"

@@ -1,4 +1,4 @@
-"""Lab 11's torchrun demo prints, on every rank, the split sizes infralens.experts predicts."""
+"""Lab 11's torchrun demo prints, per rank, the split sizes infralens.expert_dispatch predicts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from tests.runtime.harness import SKIP_REASON, run_torchrun
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
-from infralens.experts import rank_tokens, route, send_counts  # noqa: E402
+from infralens.expert_dispatch import rank_tokens, send_counts  # noqa: E402
+from infralens.experts import route  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "labs_src" / "demos" / "lab11_moe.py"

@@ -1,4 +1,4 @@
-"""infralens.tensor_parallel against parallelize_module on a gloo CPU DeviceMesh.
+"""infralens.tensor_parallel(_comm) against parallelize_module on a gloo CPU DeviceMesh.
 
 One process group per world size (2 and 4) builds three small blocks, each
 once unsharded and once parallelized with PyTorch 2.13's styles:
@@ -23,11 +23,8 @@ from tests.runtime.harness import SKIP_REASON, run_on_ranks_cached
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
-from infralens.tensor_parallel import (  # noqa: E402
-    attention_shards,
-    layer_collectives,
-    mlp_shards,
-)
+from infralens.tensor_parallel import attention_shards, mlp_shards  # noqa: E402
+from infralens.tensor_parallel_comm import layer_collectives  # noqa: E402
 
 WORLD_SIZES = (2, 4)
 HIDDEN, BATCH, SEQ = 8, 2, 8
