@@ -18,14 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infralens._validate import (
-    check_choice,
-    describe,
-    positive_int,
-    positive_number,
-    read_text,
-    typed,
-)
+from infralens._files import read_text
+from infralens._typecheck import typed
+from infralens._validate import check_choice, describe, positive_int, positive_number
 from infralens.design import Workload, fill_worksheet, render_markdown
 from infralens.fit import HBM_BYTES, gpu_memory, render
 from infralens.hardware import SYSTEMS

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
+from infralens._typecheck import typed
 from infralens._validate import (
     divisible,
     nonnegative_int,
@@ -40,7 +41,6 @@ from infralens._validate import (
     positive_number,
     rank_in,
     same_lengths,
-    typed,
 )
 from infralens.collectives import Value
 

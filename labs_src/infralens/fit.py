@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, divisible, typed
+from infralens._typecheck import typed
+from infralens._validate import check_choice, divisible
 from infralens.fsdp import Unit, gradient_buffer_peak
 from infralens.hardware import GPUS
 from infralens.memory import _model, activation_bytes, bytes_per_parameter, logits_bytes

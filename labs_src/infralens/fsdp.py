@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infralens._validate import check_fields, describe, nonnegative_int, positive_int, typed
+from infralens._typecheck import check_fields, typed
+from infralens._validate import describe, nonnegative_int, positive_int
 from infralens.sharding import chunk_sizes, padded_shard_size
 
 __all__ = [

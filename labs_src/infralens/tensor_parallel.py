@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, flag, positive_int, rank_in, typed
+from infralens._typecheck import typed
+from infralens._validate import check_choice, divisible, flag, positive_int, rank_in
 from infralens.collectives import ring_bytes_sent
 from infralens.nccl import predict
 from infralens.sharding import chunk_size, shard_shape
