@@ -97,7 +97,7 @@ def test_bad_input_is_one_line_and_exit_2(
     ],
 )
 def test_parse_plan_names_each_problem(data: object, expected: str) -> None:
-    from infralens.cli import parse_plan
+    from infralens.plan_file import parse_plan
 
     with pytest.raises(ValueError) as caught:
         parse_plan(data)

@@ -159,7 +159,7 @@ def _params(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], set[str]]:
 
 # What a message may say instead of the parameter's name: a loader names the
 # path it could not read, and parse_plan's one argument is "the plan file".
-ALIASES = {"infralens.cli.parse_plan": {"plan file", "parallelism", "training", "world_size"}}
+ALIASES = {"infralens.plan_file.parse_plan": {"plan file", "parallelism", "training", "world_size"}}
 
 
 def _names_an_argument(message: str, names: set[str], qualname: str, args: list[Any]) -> bool:

@@ -1,4 +1,4 @@
-"""Invariants and error paths of infralens.fsdp."""
+"""Invariants and error paths of infralens.fsdp and infralens.fsdp_memory."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from infralens import sharding
 from infralens.fsdp import (
     Unit,
     peak_live_units,
-    peak_unsharded_bytes,
     step_events,
     unit_padded_numel,
     unit_shard_numel,
 )
+from infralens.fsdp_memory import peak_unsharded_bytes
 
 shapes = st.lists(st.integers(1, 9), min_size=1, max_size=3).map(tuple)
 unit_lists = st.lists(

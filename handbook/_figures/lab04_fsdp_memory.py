@@ -5,7 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.fsdp import Unit, gradient_buffer_peak, peak_unsharded_bytes
+from infralens.fsdp import Unit
+from infralens.fsdp_memory import gradient_buffer_peak, peak_unsharded_bytes
 from infralens.zero import model_state_bytes
 
 # 32 blocks of four 4096 x 4096 matrices: about 2.1B parameters.

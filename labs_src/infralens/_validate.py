@@ -13,27 +13,13 @@ Each check returns the value it accepted, so callers can validate inline::
 
 from __future__ import annotations
 
-import collections.abc
-import csv
-import dataclasses
-import functools
-import inspect
-import io
 import math
-import os
-import types
-import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import ParamSpec, TypeVar
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 __all__ = [
     "MAX_RANKS",
     "check_choice",
-    "check_fields",
     "describe",
     "divisible",
     "flag",
@@ -43,10 +29,7 @@ __all__ = [
     "positive_number",
     "rank_in",
     "ranks_cap",
-    "read_csv_rows",
-    "read_text",
     "same_lengths",
-    "typed",
 ]
 
 
@@ -246,189 +229,3 @@ def same_lengths(name: str, rows: Sequence[Sequence[object]]) -> int:
         shown = str(lengths) if len(lengths) <= 8 else f"{lengths[:8]} and {len(lengths) - 8} more"
         raise ValueError(f"{name} must hold one equal-length list per rank; lengths are {shown}")
     return lengths[0]
-
-
-def _matches(value: object, hint: object, depth: int = 0) -> bool:
-    """Whether *value* fits the annotation *hint* (containers checked element by element)."""
-    if hint is typing.Any or isinstance(hint, TypeVar) or depth > 4:
-        return True
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, a, depth) for a in args)
-    if hint is None or hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is Fraction:  # ints are exact fractions
-        return isinstance(value, Fraction) or (
-            isinstance(value, int) and not isinstance(value, bool)
-        )
-    if hint is float:  # a float parameter takes any finite real
-        if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-            return False
-        return not (isinstance(value, float) and math.isinf(value))
-    if origin is None:
-        return not isinstance(hint, type) or isinstance(value, hint)
-    if origin is typing.Literal:
-        return value in args
-    if origin is tuple:
-        if not isinstance(value, tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_matches(v, args[0], depth + 1) for v in value)
-        return len(value) == len(args) and all(
-            _matches(v, a, depth + 1) for v, a in zip(value, args, strict=True)
-        )
-    if origin in (list, collections.abc.Sequence, collections.abc.Iterable):
-        if isinstance(value, str | bytes) or not isinstance(value, origin):
-            return False
-        if not isinstance(value, Sequence):
-            return True  # a one-shot iterable is not consumed here
-        return not args or all(_matches(v, args[0], depth + 1) for v in value)
-    if origin in (dict, collections.abc.Mapping):
-        if not isinstance(value, origin):
-            return False
-        return len(args) != 2 or all(
-            _matches(k, args[0], depth + 1) and _matches(v, args[1], depth + 1)
-            for k, v in value.items()
-        )
-    return isinstance(value, origin)
-
-
-_NUMBERS = {int, float, Fraction}
-
-
-def _hint_name(hint: object, plural: bool = False) -> str:
-    args = set(typing.get_args(hint)) - {type(None)}
-    if typing.get_origin(hint) in (typing.Union, types.UnionType) and args <= _NUMBERS:
-        return "numbers" if plural else "a number"
-    if isinstance(hint, type):
-        if plural:
-            return f"{hint.__name__} values"
-        return f"{'an' if hint.__name__[0] in 'AEIOUaeiou' else 'a'} {hint.__name__}"
-    text = str(hint).replace("typing.", "").replace("collections.abc.", "")
-    return text.replace("infralens.", "").replace("fractions.", "")[:80]
-
-
-def _explain(name: str, value: object, hint: object, nested: bool = False) -> str:
-    """The message for a *value* that does not fit *hint*: the innermost misfit, kept short."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType) and value is not None:
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return _explain(name, value, inner[0], nested)
-    is_seq = origin in (list, collections.abc.Sequence, collections.abc.Iterable) or (
-        origin is tuple and len(args) == 2 and args[1] is Ellipsis
-    )
-    if is_seq and isinstance(value, Sequence) and not isinstance(value, str | bytes) and args:
-        for v in value:
-            if not _matches(v, args[0]):
-                return _explain(name, v, args[0], nested=True)
-    if origin in (dict, collections.abc.Mapping) and isinstance(value, dict) and len(args) == 2:
-        for k, v in value.items():
-            if not _matches(k, args[0]):
-                return _explain(f"{name} keys", k, args[0])
-            if not _matches(v, args[1]):
-                return _explain(f"{name}[{describe(k)}]", v, args[1])
-    got = type(value).__name__
-    if isinstance(value, float) and math.isinf(value):
-        got = str(value)
-    return f"{name} must be {_hint_name(hint, plural=nested)}, got {got}"
-
-
-def read_text(path: object, what: str, max_bytes: int) -> str:
-    """Read the UTF-8 file *path* (at most *max_bytes*); every failure is a ``ValueError``
-    naming *what* and the path, never an ``OSError`` or a ``UnicodeDecodeError``.
-
-    >>> read_text("no/such.csv", "measurement file", 2**20)
-    Traceback (most recent call last):
-    ...
-    ValueError: cannot read measurement file 'no/such.csv': No such file or directory
-    """
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
-    shown = describe(os.fspath(path), 80)
-    if not os.fspath(path):
-        raise ValueError(f"path of the {what} must not be empty")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)
-    except (OSError, ValueError) as err:  # ValueError: an embedded NUL byte
-        reason = getattr(err, "strerror", None) or "not a usable file name"
-        raise ValueError(f"cannot read {what} {shown}: {reason}") from None
-    if len(raw) > max_bytes:
-        raise ValueError(f"{what} {shown} is larger than {max_bytes} bytes")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{what} {shown} is not UTF-8 (byte {err.start})") from None
-
-
-def read_csv_rows(path: object, what: str, max_bytes: int) -> tuple[str, list[dict[str, str]]]:
-    """Read the CSV file *path* with :func:`read_text`; return its shown name and its rows.
-
-    >>> read_csv_rows("no/such.csv", "measurement file", 2**20)
-    Traceback (most recent call last):
-    ...
-    ValueError: cannot read measurement file 'no/such.csv': No such file or directory
-    """
-    text = read_text(path, what, max_bytes)
-    where = describe(os.fspath(path), 80)  # type: ignore[call-overload]
-    try:
-        return where, list(csv.DictReader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise ValueError(f"{where}: not a CSV file: {exc}") from None
-
-
-def check_fields(obj: object) -> None:
-    """Check a dataclass instance's fields against their annotations (see :func:`typed`).
-
-    Call it first in ``__post_init__``; raises ``TypeError`` naming the field.
-    """
-    hints = typing.get_type_hints(type(obj))
-    for field in dataclasses.fields(obj):  # type: ignore[arg-type]
-        hint = hints.get(field.name)
-        value = getattr(obj, field.name)
-        if hint is not None and not _matches(value, hint):
-            raise TypeError(_explain(field.name, value, hint))
-
-
-def typed(fn: Callable[P, R]) -> Callable[P, R]:
-    """Check every argument of *fn* against its annotation before *fn* runs.
-
-    ``bool`` is not an ``int``, a ``float`` parameter takes a finite real, and
-    sequences and mappings are checked element by element (work linear in the
-    input). A mismatch raises ``TypeError`` naming the argument.
-
-    >>> @typed
-    ... def area(sides: Sequence[int]) -> int:
-    ...     return sides[0] * sides[1]
-    >>> area([2, True])
-    Traceback (most recent call last):
-    ...
-    TypeError: sides must be int values, got bool
-    """
-    sig = inspect.signature(fn)
-    hints: dict[str, object] | None = None
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        nonlocal hints
-        if hints is None:
-            hints = typing.get_type_hints(fn)
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as err:
-            raise TypeError(f"{getattr(fn, '__name__', 'call')}(): {err}") from None
-        for name, value in bound.arguments.items():
-            hint = hints.get(name)
-            kind = sig.parameters[name].kind
-            if hint is None or kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD):
-                continue
-            if not _matches(value, hint):
-                raise TypeError(_explain(name, value, hint))
-        return fn(*args, **kwargs)
-
-    return wrapper

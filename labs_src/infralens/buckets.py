@@ -20,7 +20,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import nonnegative_int, nonnegative_number, positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import nonnegative_int, nonnegative_number, positive_int
 from infralens.collectives import ring_bytes_sent
 
 __all__ = [

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap, typed
+from infralens._typecheck import typed
+from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap
 from infralens.sharding import chunk_offsets, chunk_sizes
 
 __all__ = [

@@ -10,227 +10,23 @@ traceback.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from infralens._validate import (
-    check_choice,
-    describe,
-    positive_int,
-    positive_number,
-    read_text,
-    typed,
-)
-from infralens.design import Workload, fill_worksheet, render_markdown
+from infralens._typecheck import typed
+from infralens._validate import check_choice, positive_int, positive_number
 from infralens.fit import HBM_BYTES, gpu_memory, render
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS
-from infralens.plan import AXES, FREQUENCY, ParallelPlan
+from infralens.plan_file import _report, _text, load_plan_file
 from infralens.precision import RECIPES
 from infralens.topology import Cluster
 
-__all__ = [
-    "MAX_PLAN_BYTES",
-    "MAX_PLAN_RANKS",
-    "TOP_KEYS",
-    "load_plan_file",
-    "main",
-    "memory_report",
-    "parse_plan",
-    "rank_report",
-]
-
-MAX_PLAN_BYTES = 2**20
-"""Largest plan file read (1 MiB); a plan is a few lines."""
-
-MAX_PLAN_RANKS = 2**17
-"""Largest world size the plan command lays out (131,072 GPUs): it prints every rank."""
-
-TOP_KEYS = ("world_size", "node_shape", "cluster", "parallelism", "training")
-"""The keys a plan file may hold at its top level."""
-
-DEGREE_KEYS = {"tp_size": "tp", "pp_size": "pp", "dp_size": "dp", "cp_size": "cp", "ep_size": "ep"}
-
-
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{where} must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def _plan_size(name: str, value: object) -> int:
-    v = positive_int(name, value)
-    if v > MAX_PLAN_RANKS:
-        raise ValueError(
-            f"{name} gives {describe(v)} GPUs; the plan command lists every rank and "
-            f"takes at most {MAX_PLAN_RANKS}"
-        )
-    return v
-
-
-def _no_unknown(keys: Iterable[object], known: Sequence[str], where: str) -> None:
-    """Raise naming the first unknown key and the closest known one (a typo is an error)."""
-    for key in keys:
-        if key not in known:
-            close = difflib.get_close_matches(str(key)[:100], known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; use one of {', '.join(known)}"
-            raise ValueError(f"{where} has an unknown key {describe(key)}{hint}")
-
-
-@typed
-def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
-    """Validate a loaded plan file and build its plan, cluster and optional workload.
-
-    >>> plan, cluster, work = parse_plan({"world_size": 16, "node_shape": "2_nodes_x_8_gpus",
-    ...                                   "parallelism": {"tp_size": 8, "dp_size": 2}})
-    >>> plan.groups("dp")[0], cluster.world_size, work
-    ([0, 8], 16, None)
-    >>> parse_plan({"world_size": 16, "node_shape": "2_nodes_x_8_gpus",
-    ...             "parallelism": {"tp_size": 8, "dp_size": 4}})
-    Traceback (most recent call last):
-    ...
-    ValueError: tp * cp * pp * dp must equal world_size: 8 * 1 * 1 * 4 = 32 != 16
-    """
-    top = _mapping(data, "the plan file")
-    _no_unknown(top, TOP_KEYS, "the plan file")
-    for key in ("world_size", "node_shape", "parallelism"):
-        if key not in top:
-            raise ValueError(f"the plan file needs a '{key}' entry")
-    _plan_size("world_size", top["world_size"])  # refuse huge plans before listing a rank
-    cluster = Cluster.from_node_shape(top["node_shape"], top.get("cluster", "dgx-h100"))
-    _plan_size("node_shape", cluster.world_size)
-    par = _mapping(top["parallelism"], "parallelism")
-    unknown = sorted(str(k)[:40] for k in set(par) - set(DEGREE_KEYS) - {"order"})
-    if unknown:
-        raise ValueError(f"parallelism has unknown keys {unknown[:5]}; use {sorted(DEGREE_KEYS)}")
-    degrees = {DEGREE_KEYS[k]: v for k, v in par.items() if k in DEGREE_KEYS}
-    plan = ParallelPlan(**degrees, order=par.get("order", "tp-cp-dp-pp"))
-    plan.check_world_size(top["world_size"])
-    if cluster.world_size != top["world_size"]:
-        raise ValueError(
-            f"node_shape gives {cluster.world_size} GPUs but world_size is {top['world_size']}"
-        )
-    work = None
-    if "training" in top:
-        training = _mapping(top["training"], "training")
-        known = set(Workload.__dataclass_fields__)
-        unknown_training = sorted(str(k)[:40] for k in set(training) - known)
-        if unknown_training:
-            raise ValueError(
-                f"training has unknown keys {unknown_training[:5]}; use {sorted(known)}"
-            )
-        work = Workload(**training)
-    return plan, cluster, work
-
-
-@typed
-def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | None]:
-    """Read a YAML plan file (needs PyYAML: ``pip install infralens-handbook[plan]``).
-
-    >>> load_plan_file("no/such/plan.yaml")
-    Traceback (most recent call last):
-    ...
-    ValueError: no such plan file: 'no/such/plan.yaml'
-    """
-    try:
-        import yaml
-    except ImportError:  # the package itself is standard library only
-        raise ValueError(
-            "reading YAML needs PyYAML: pip install 'infralens-handbook[plan]'"
-        ) from None
-    if not isinstance(path, str | Path):
-        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
-    shown = describe(str(path), 80)
-    try:
-        os.stat(path)
-        missing = False
-    except FileNotFoundError:
-        missing = True
-    except (OSError, ValueError):
-        missing = False  # read_text names the reason: too long, not permitted, NUL byte
-    if missing and str(path):
-        raise ValueError(f"no such plan file: {shown}")
-    text = read_text(path, "plan file", MAX_PLAN_BYTES)
-
-    class _NoAliases(yaml.SafeLoader):
-        """SafeLoader that refuses anchors and aliases: no exponential expansion."""
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise ValueError(
-                    f"plan file {shown} uses a YAML alias at line {mark.line + 1}; "
-                    "write the value out"
-                )
-            return super().compose_node(parent, index)
-
-    try:
-        data = yaml.load(text, Loader=_NoAliases)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ValueError(f"{shown} is not valid YAML{where}") from None
-    except RecursionError:
-        raise ValueError(f"plan file {shown} nests too deeply") from None
-    return parse_plan(data)
-
-
-def _label(coords: Mapping[str, int]) -> str:
-    return " ".join(f"{a}{coords[a]}" for a in ("tp", "cp", "pp", "dp"))
-
-
-def _report(plan: ParallelPlan, cluster: Cluster, work: Workload | None) -> dict[str, Any]:
-    grid = [
-        [
-            _label(plan.coords(node * cluster.gpus_per_node + g))
-            for g in range(cluster.gpus_per_node)
-        ]
-        for node in range(cluster.nodes)
-    ]
-    axes = {}
-    for axis in AXES:
-        groups = plan.groups(axis)
-        links = sorted({cluster.tier_of(g).name for g in groups})
-        axes[axis] = {
-            "degree": getattr(plan, axis),
-            "link": "/".join(links),
-            "frequency": FREQUENCY[axis],
-            "groups": groups,
-        }
-    report: dict[str, Any] = {
-        "world_size": plan.world_size,
-        "order": plan.order,
-        "grid": grid,
-        "axes": axes,
-    }
-    if work is not None:
-        report["worksheet"] = render_markdown(fill_worksheet(plan, cluster, work))
-    return report
-
-
-def _text(report: Mapping[str, Any], markdown: bool) -> str:
-    out = ["## Placement (node x GPU)" if markdown else "Placement (node x GPU):"]
-    for node, row in enumerate(report["grid"]):
-        out.append(f"{'- ' if markdown else ''}node {node}: " + " | ".join(row))
-    out.append("")
-    out.append("## Groups" if markdown else "Groups:")
-    for axis, info in report["axes"].items():
-        if info["degree"] == 1:
-            continue
-        shown = ", ".join(str(g) for g in info["groups"][:4])
-        more = f" ... ({len(info['groups'])} groups)" if len(info["groups"]) > 4 else ""
-        out.append(
-            f"{'- ' if markdown else ''}{axis} (degree {info['degree']}, {info['link']}, "
-            f"{info['frequency']}): {shown}{more}"
-        )
-    if "worksheet" in report:
-        out += ["", "## Worksheet" if markdown else "Worksheet:", report["worksheet"]]
-    return "\n".join(out)
+__all__ = ["main", "memory_report", "rank_report"]
 
 
 @typed

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, divisible, positive_int, ranks_cap, typed
+from infralens._typecheck import typed
+from infralens._validate import check_choice, divisible, positive_int, ranks_cap
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
 from infralens.sharding import chunk_offsets, chunk_sizes

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
-from infralens._validate import divisible, positive_int, ranks_cap, typed
+from infralens._typecheck import typed
+from infralens._validate import divisible, positive_int, ranks_cap
 from infralens.batch import global_batch_size
 from infralens.collectives import Value, all_reduce, ring_bytes_sent
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from infralens._validate import typed
+from infralens._typecheck import typed
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
 from infralens.fit import HBM_BYTES

@@ -30,6 +30,8 @@ from itertools import islice
 from pathlib import Path
 from statistics import median
 
+from infralens._files import read_text
+from infralens._typecheck import typed
 from infralens._validate import (
     check_choice,
     describe,
@@ -39,8 +41,6 @@ from infralens._validate import (
     positive_int,
     positive_number,
     ranks_cap,
-    read_text,
-    typed,
 )
 
 __all__ = [

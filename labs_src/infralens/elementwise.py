@@ -24,7 +24,8 @@ whether the framework fuses them:
 
 from __future__ import annotations
 
-from infralens._validate import check_choice, flag, positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import check_choice, flag, positive_int
 from infralens.memory import RECOMPUTE, _model, activation_bytes
 from infralens.model import TransformerConfig
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+from infralens._typecheck import typed
 from infralens._validate import (
     divisible,
     nonnegative_int,
@@ -33,7 +34,6 @@ from infralens._validate import (
     positive_number,
     rank_in,
     same_lengths,
-    typed,
 )
 from infralens.collectives import Value
 from infralens.experts import _checked

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
+from infralens._typecheck import typed
 from infralens._validate import (
     nonnegative_int,
     nonnegative_number,
     positive_int,
     positive_number,
     rank_in,
-    typed,
 )
 from infralens.collectives import Value
 

@@ -5,7 +5,7 @@ share of parameters (``L/p`` layers, each split t ways, plus the embedding
 on the first stage or the output layer on the last) times the recipe's
 bytes per parameter; FSDP2 adds its gathered root and two gathered layers,
 and the unsharded gradients and reduce-scatter inputs of backward
-(:func:`infralens.fsdp.gradient_buffer_peak`).
+(:func:`infralens.fsdp_memory.gradient_buffer_peak`).
 With 1F1B the first stage keeps p micro-batches of activations for its
 ``L/p`` layers (Narayanan et al. 2021), the last stage one, plus the fp32
 logits.
@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, divisible, typed
-from infralens.fsdp import Unit, gradient_buffer_peak
+from infralens._typecheck import typed
+from infralens._validate import check_choice, divisible
+from infralens.fsdp import Unit
+from infralens.fsdp_memory import gradient_buffer_peak
 from infralens.hardware import GPUS
 from infralens.memory import _model, activation_bytes, bytes_per_parameter, logits_bytes
 from infralens.model import TransformerConfig

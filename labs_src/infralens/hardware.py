@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import check_choice, positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import check_choice, positive_int
 
 __all__ = ["GPU", "GPUS", "MAMF_BF16", "SYSTEMS", "System", "system"]
 

@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from infralens._validate import positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import positive_int
 from infralens.design import Workload, fill_worksheet
 from infralens.goodput import (
     expected_loss_per_failure,

@@ -12,7 +12,7 @@ diagnosing and keeping a job running) and interview practice.
 >>> lab(4).topic
 'FSDP life cycle'
 >>> lab(4).modules
-('infralens.fsdp',)
+('infralens.fsdp', 'infralens.fsdp_memory')
 >>> [item.number for item in labs_on_axis("PP")]
 [6]
 >>> len(LABS), len(SECTIONS)
@@ -98,7 +98,7 @@ LABS: tuple[Lab, ...] = (
     _lab(1, "Data-parallel gradients", "DP", ("ddp",), "data-parallel"),
     _lab(2, "Gradient buckets and overlap", "DP", ("buckets",), "gradient-bucketing"),
     _lab(3, "ZeRO stages", "ZeRO/FSDP", ("zero",), "zero"),
-    _lab(4, "FSDP life cycle", "ZeRO/FSDP", ("fsdp",), "fsdp"),
+    _lab(4, "FSDP life cycle", "ZeRO/FSDP", ("fsdp", "fsdp_memory"), "fsdp"),
     _lab(
         5,
         "Tensor and sequence parallel",

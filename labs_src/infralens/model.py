@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, positive_int, positive_number, typed
+from infralens._typecheck import typed
+from infralens._validate import check_choice, divisible, positive_int, positive_number
 
 __all__ = [
     "NORMS",

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import accumulate
 
-from infralens._validate import check_choice, divisible, positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import check_choice, divisible, positive_int
 from infralens.pipeline import _times
 
 __all__ = [

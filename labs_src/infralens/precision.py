@@ -13,8 +13,8 @@ ranks shard it. ``bytes_per_parameter`` sums them for one GPU:
 Fraction(15, 2)
 
 Persistent state only: FSDP2's unsharded root, all-gathered units and
-backward's gradient buffers, and activations, are counted elsewhere (:mod:`infralens.fsdp`,
-:mod:`infralens.memory`).
+backward's gradient buffers, and activations, are counted elsewhere
+(:mod:`infralens.fsdp_memory`, :mod:`infralens.memory`).
 """
 
 from __future__ import annotations

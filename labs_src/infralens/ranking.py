@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import positive_int
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan, enumerate_plans

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import describe, divisible, positive_int, positive_number, typed
+from infralens._typecheck import typed
+from infralens._validate import describe, divisible, positive_int, positive_number
 from infralens.context_parallel import _head_bytes, _tokens
 
 __all__ = [

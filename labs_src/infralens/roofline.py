@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._validate import positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import positive_int
 from infralens.hardware import GPUS, MAMF_BF16
 from infralens.memory import _model
 from infralens.model import TransformerConfig

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infralens._validate import flag, nonnegative_int, positive_int, rank_in, ranks_cap, typed
+from infralens._typecheck import typed
+from infralens._validate import flag, nonnegative_int, positive_int, rank_in, ranks_cap
 
 __all__ = [
     "chunk_offsets",

@@ -57,7 +57,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from infralens import _step_terms as comm
-from infralens._validate import check_choice, describe, flag, positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import check_choice, describe, flag, positive_int
 from infralens.attention_kernels import ATTENTION_KERNELS
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import RECOMPUTE_MODES, hardware_flops_per_token, model_flops_per_token

@@ -24,7 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from infralens._validate import check_choice, read_csv_rows, typed
+from infralens._files import read_csv_rows
+from infralens._typecheck import typed
+from infralens._validate import check_choice
 from infralens.elementwise import ELEMENTWISE_KERNELS
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration

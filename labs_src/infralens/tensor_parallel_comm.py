@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._validate import positive_int, typed
+from infralens._typecheck import typed
+from infralens._validate import positive_int
 from infralens.collectives import ring_bytes_sent
 from infralens.nccl import predict
 from infralens.topology import Cluster

@@ -22,13 +22,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from infralens._typecheck import typed
 from infralens._validate import (
     check_choice,
     describe,
     nonnegative_int,
     positive_int,
     positive_number,
-    typed,
 )
 from infralens.hardware import SYSTEMS, System, system
 

@@ -28,7 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from infralens._validate import check_choice, read_csv_rows, typed
+from infralens._files import read_csv_rows
+from infralens._typecheck import typed
+from infralens._validate import check_choice
 from infralens.hardware import GPUS, System
 from infralens.nccl import predict
 from infralens.topology import Cluster

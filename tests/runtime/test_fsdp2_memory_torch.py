@@ -1,4 +1,4 @@
-"""infralens.fsdp.footprint against the storages FSDP2 allocates on gloo ranks (PyTorch 2.13).
+"""infralens.fsdp_memory.footprint against the storages FSDP2 allocates on gloo (PyTorch 2.13).
 
 A root module (embedding and output layer) wraps three layers, each wrapped
 with ``fully_shard`` under ``MixedPrecisionPolicy(param_dtype=bf16,
@@ -31,7 +31,8 @@ from tests.runtime.harness import SKIP_REASON, run_on_ranks_cached
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
-from infralens.fsdp import Footprint, Unit, footprint  # noqa: E402
+from infralens.fsdp import Unit  # noqa: E402
+from infralens.fsdp_memory import Footprint, footprint  # noqa: E402
 
 WORLD_SIZES = (2, 3, 4)
 # (vocabulary, widths: embedding dim, then each layer's output). In the first the root's
