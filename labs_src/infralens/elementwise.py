@@ -87,6 +87,9 @@ def elementwise_bytes(
     ...
     ValueError: kernels='eager' is counted for torchtitan's Llama block only
 
+    *materialized* counts the fused path's saved activations as 2021 Megatron's
+    materialized attention leaves them (the eager count leaves attention out).
+
     Raises ``ValueError`` for an unknown *kernels* or *recompute*, a size
     below 1, or eager kernels on a model that is not Llama-shaped (RMSNorm,
     rotary, SwiGLU, no biases).
