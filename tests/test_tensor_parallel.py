@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infralens import collectives
+from infralens.hardware import MAMF_BF16
 from infralens.memory import activation_bytes_per_layer
 from infralens.tensor_parallel import attention_shards, linear_shard, mlp_shards
 from infralens.tensor_parallel_comm import (
@@ -113,7 +114,7 @@ def test_tp_across_nodes_costs_more_than_inside_one() -> None:
         seq_len=2048,
         micro_batch_size=1,
         hidden=12288,
-        peak_flops_per_s=h100.system.gpu.bf16_flops,
+        matmul_flops_per_s=MAMF_BF16["h100-sxm5-80gb"],
     )
     inside = layer_seconds(cluster=h100, tp_group=range(8), **kw)
     straddling = layer_seconds(cluster=h100, tp_group=[0, 1, 2, 3, 8, 9, 10, 11], **kw)
@@ -138,7 +139,7 @@ def _small_layer(**overrides: object) -> object:
         seq_len=1,
         micro_batch_size=1,
         hidden=1,
-        peak_flops_per_s=1,
+        matmul_flops_per_s=1,
     )
     return layer_seconds(**(kw | overrides))  # type: ignore[arg-type]
 
@@ -194,7 +195,7 @@ def _small_layer(**overrides: object) -> object:
             r"tp_group must not repeat a rank, got \[0, 0\]",
         ),
         (lambda: _small_layer(tp_group=[]), ValueError, "ranks must hold at least one rank"),
-        (lambda: _small_layer(peak_flops_per_s=0), ValueError, "peak_flops_per_s must be >= 1"),
+        (lambda: _small_layer(matmul_flops_per_s=0), ValueError, "matmul_flops_per_s must be >= 1"),
         (lambda: _small_layer(tp_group=[7, 8]), ValueError, "rank must be < world_size 8, got 8"),
     ],
 )

@@ -180,32 +180,36 @@ def layer_seconds(
     seq_len: int,
     micro_batch_size: int,
     hidden: int,
-    peak_flops_per_s: int,
+    matmul_flops_per_s: int,
     sequence_parallel: bool = False,
     bytes_per_element: int = 2,
 ) -> LayerSeconds:
-    """Time of one layer's arithmetic at peak, and of its TP collectives on *cluster*.
+    """Time of one layer's GEMMs at a given matmul rate, and of its TP collectives on *cluster*.
 
-    ``compute = 3 · 2·params_per_layer·b·s / (tp · peak_flops_per_s)``:
+    ``compute = 3 · 2·params_per_layer·b·s / (tp · matmul_flops_per_s)``:
     2 FLOPs per parameter per token forward, twice that backward, split over
-    ``tp = len(tp_group)`` ranks (attention scores are left out).
+    ``tp = len(tp_group)`` ranks (attention scores are left out), at the rate
+    the caller says the GEMMs sustain: the measured ceiling
+    :data:`infralens.hardware.MAMF_BF16`, as :func:`infralens.step.estimate`
+    prices them, or the dense datasheet peak for a bound that no kernel reaches.
     ``communication`` sums :func:`infralens.nccl.predict` over every
     collective of :func:`layer_collectives` on *tp_group*: NCCL's algorithm
     for that size and group (NVLS inside an H100 node, a ring or tree once
     the group leaves its NVLink domain). Nothing is overlapped.
 
+    >>> from infralens.hardware import MAMF_BF16
     >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     >>> kw = dict(params_per_layer=12 * 12288**2, seq_len=2048, micro_batch_size=1,
-    ...           hidden=12288, peak_flops_per_s=c.system.gpu.bf16_flops)
+    ...           hidden=12288, matmul_flops_per_s=MAMF_BF16["h100-sxm5-80gb"])
     >>> ms = lambda t: round(float(t) * 1000, 2)
     >>> inside = layer_seconds(cluster=c, tp_group=range(8), **kw)
     >>> across = layer_seconds(cluster=c, tp_group=range(16), **kw)
     >>> ms(inside.compute), ms(inside.communication), ms(across.compute), ms(across.communication)
-    (2.81, 0.93, 1.41, 1.27)
+    (3.5, 0.93, 1.75, 1.27)
     >>> layer_seconds(cluster=c, tp_group=[0], **kw).communication   # tp = 1
     Fraction(0, 1)
 
-    Raises ``ValueError`` for a size or *peak_flops_per_s* below 1, or an
+    Raises ``ValueError`` for a size or *matmul_flops_per_s* below 1, or an
     empty group, a repeated rank or a rank outside *cluster*.
     """
     ranks = list(tp_group)
@@ -215,7 +219,7 @@ def layer_seconds(
     t = len(ranks)
     nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)
     flops = 6 * positive_int("params_per_layer", params_per_layer) * seq_len * micro_batch_size
-    compute = Fraction(flops, t * positive_int("peak_flops_per_s", peak_flops_per_s))
+    compute = Fraction(flops, t * positive_int("matmul_flops_per_s", matmul_flops_per_s))
     comm = sum(
         (
             Fraction(predict(c.op, nbytes, cluster, ranks).seconds)
