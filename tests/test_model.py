@@ -1,4 +1,5 @@
-"""infralens.model against released checkpoints, Megatron-LM's Table 1 and its own algebra."""
+"""infralens.model and infralens.megatron_formulas against released checkpoints,
+Megatron-LM's Table 1 and their own algebra."""
 
 from __future__ import annotations
 
@@ -8,15 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infralens.model import (
-    PRESETS,
-    TransformerConfig,
-    llama_ffn_hidden,
+from infralens.megatron_formulas import (
     megatron_flops_per_iteration,
     megatron_param_count,
     megatron_training_seconds,
-    training_flops,
 )
+from infralens.model import PRESETS, TransformerConfig, llama_ffn_hidden, training_flops
 
 # Parameter counts of the released checkpoints: the `safetensors.total` that the
 # Hugging Face model pages report for meta-llama's repositories. The converted

@@ -18,7 +18,8 @@ from infralens.compute import (
     model_flops_per_token,
 )
 from infralens.hardware import GPUS, MAMF_BF16, SYSTEMS
-from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
+from infralens.megatron_formulas import megatron_flops_per_iteration
+from infralens.model import PRESETS, TransformerConfig
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
 from infralens.step import estimate, group_of

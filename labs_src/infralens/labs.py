@@ -141,7 +141,11 @@ SECTIONS: tuple[str, ...] = (
 """Every handbook section's document name, in reading order (Section 00 has no lab)."""
 
 
-MODEL_ARITHMETIC_MODULES: tuple[str, ...] = ("infralens.model", "infralens.memory")
+MODEL_ARITHMETIC_MODULES: tuple[str, ...] = (
+    "infralens.model",
+    "infralens.megatron_formulas",
+    "infralens.memory",
+)
 """The modules Section 00 (model arithmetic, no lab of its own) computes with."""
 
 

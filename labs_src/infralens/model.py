@@ -12,12 +12,8 @@ equals the parameter count of its released checkpoint.
 >>> PRESETS["llama2-7b"].head_dim, PRESETS["llama3-70b"].kv_heads
 (128, 8)
 
-The closed form that Megatron-LM's papers use for GPT models (Narayanan et
-al. 2021, Eq. 2) reproduces the sizes of their Table 1 (vocabulary 51,200,
-sequence 2,048):
-
->>> round(megatron_param_count(layers=80, hidden=12288, vocab_size=51200, seq_len=2048) / 1e9, 1)
-145.6
+The closed forms Megatron-LM's papers use for GPT models (parameters,
+FLOPs per iteration, days to train) live in :mod:`infralens.megatron_formulas`.
 """
 
 from __future__ import annotations
@@ -33,9 +29,6 @@ __all__ = [
     "PRESETS",
     "TransformerConfig",
     "llama_ffn_hidden",
-    "megatron_flops_per_iteration",
-    "megatron_param_count",
-    "megatron_training_seconds",
     "training_flops",
 ]
 
@@ -162,8 +155,8 @@ def training_flops(config: TransformerConfig, tokens: int, *, attention: bool = 
     ``attention=True`` adds Kaplan et al.'s attention term (their Table 1:
     2·n_layer·n_ctx·d_attn per token forward, three times that for training),
     6·L·s·h per token with s = ``config.seq_len`` and d_attn = h. Megatron's
-    Eq. 3 (:func:`megatron_flops_per_iteration`) counts twice as much for
-    attention.
+    Eq. 3 (:func:`infralens.megatron_formulas.megatron_flops_per_iteration`)
+    counts twice as much for attention.
 
     >>> f"{training_flops(PRESETS['llama3.1-405b'], 15_600_000_000_000):.2e}"
     '3.80e+25'
@@ -251,93 +244,3 @@ PRESETS: dict[str, TransformerConfig] = {
     ),
 }
 """Published models, built from their official configurations (see the lab pages)."""
-
-
-def megatron_param_count(*, layers: int, hidden: int, vocab_size: int, seq_len: int) -> int:
-    """GPT parameter count in the closed form of Narayanan et al. (2021), Eq. 2.
-
-    P = 12·l·h²·(1 + 13/(12·h) + (V + s)/(12·l·h)) = 12·l·h² + 13·l·h + (V + s)·h
-
-    It counts a 4h MLP, biases, two LayerNorms per layer, the token and
-    position embeddings, and an output layer tied to the embedding; it leaves
-    out the final LayerNorm. Two rows of the paper's Table 1 (V = 51,200,
-    s = 2,048):
-
-    >>> [round(megatron_param_count(layers=l, hidden=h, vocab_size=51200, seq_len=2048) / 1e9, 1)
-    ...  for l, h in ((24, 2304), (128, 25600))]
-    [1.7, 1008.0]
-    >>> megatron_param_count(layers=0, hidden=1, vocab_size=1, seq_len=1)
-    Traceback (most recent call last):
-    ...
-    ValueError: layers must be >= 1, got 0
-    """
-    l_ = positive_int("layers", layers)
-    h = positive_int("hidden", hidden)
-    v = positive_int("vocab_size", vocab_size)
-    s = positive_int("seq_len", seq_len)
-    return 12 * l_ * h * h + 13 * l_ * h + (v + s) * h
-
-
-def megatron_flops_per_iteration(
-    *,
-    batch_size: int,
-    seq_len: int,
-    layers: int,
-    hidden: int,
-    vocab_size: int,
-    recompute: bool = True,
-) -> int:
-    """FLOPs of one training iteration of a GPT model (Narayanan et al. 2021, Eq. 3).
-
-    Per layer a forward pass costs 24·B·s·h² + 4·B·s²·h; backward costs twice
-    that, and full activation recomputation one more forward. The output layer
-    adds 2·B·s·h·V forward, never recomputed:
-
-    F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))   with recomputation (the paper's form)
-    F = 72·B·s·l·h²·(1 + s/(6h)) + 6·B·s·h·V     without
-
-    >>> megatron_flops_per_iteration(batch_size=1, seq_len=1, layers=1, hidden=1, vocab_size=16)
-    208
-    >>> megatron_flops_per_iteration(batch_size=1, seq_len=0, layers=1, hidden=1, vocab_size=1)
-    Traceback (most recent call last):
-    ...
-    ValueError: seq_len must be >= 1, got 0
-    """
-    b = positive_int("batch_size", batch_size)
-    s = positive_int("seq_len", seq_len)
-    l_ = positive_int("layers", layers)
-    h = positive_int("hidden", hidden)
-    v = positive_int("vocab_size", vocab_size)
-    passes = 4 if recompute else 3  # forward, backward (2x), recomputed forward
-    per_layer_forward = 24 * b * s * h * h + 4 * b * s * s * h
-    return passes * l_ * per_layer_forward + 6 * b * s * h * v
-
-
-def megatron_training_seconds(
-    *, tokens: int, num_params: int, gpus: int, flops_per_gpu: int | float | Fraction
-) -> Fraction:
-    """End-to-end training time estimate of Narayanan et al. (2021), Eq. 4.
-
-    time ≈ 8·T·P / (n·X): T tokens, P parameters, n GPUs each sustaining X
-    FLOP/s, with activation recomputation (hence 8 rather than 6). The
-    paper's two examples, GPT-3 on 1,024 A100s at 140 teraFLOP/s and the 1T
-    model on 3,072 at 163:
-
-    >>> day = 86400
-    >>> round(megatron_training_seconds(tokens=300 * 10**9, num_params=175 * 10**9,
-    ...                                 gpus=1024, flops_per_gpu=140 * 10**12) / day)
-    34
-    >>> one_t = megatron_param_count(layers=128, hidden=25600, vocab_size=51200, seq_len=2048)
-    >>> round(megatron_training_seconds(tokens=450 * 10**9, num_params=one_t,
-    ...                                 gpus=3072, flops_per_gpu=163 * 10**12) / day)
-    84
-    >>> megatron_training_seconds(tokens=1, num_params=1, gpus=1, flops_per_gpu=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: flops_per_gpu must be > 0, got 0
-    """
-    t = positive_int("tokens", tokens)
-    p = positive_int("num_params", num_params)
-    n = positive_int("gpus", gpus)
-    x = positive_number("flops_per_gpu", flops_per_gpu)
-    return Fraction(8 * t * p) / (n * x)

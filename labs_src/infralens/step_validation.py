@@ -29,7 +29,8 @@ from infralens._typecheck import typed
 from infralens._validate import check_choice
 from infralens.elementwise import ELEMENTWISE_KERNELS
 from infralens.hardware import SYSTEMS
-from infralens.model import PRESETS, TransformerConfig, megatron_flops_per_iteration
+from infralens.megatron_formulas import megatron_flops_per_iteration
+from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
 from infralens.step import estimate
 from infralens.topology import Cluster
