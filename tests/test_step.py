@@ -234,6 +234,19 @@ def test_the_model_bounds_every_published_run_from_above(row) -> None:  # type: 
     assert c.error > -0.05, (row.run_id, c.predicted, row.published)
 
 
+def test_the_misses_are_mostly_one_shared_factor() -> None:
+    # The model is not scaled by any factor; this checks its *relative* accuracy. Divided
+    # by the median predicted/published ratio, 80 % of rows must land within 15 % and none
+    # beyond 30 %, the issue's goal applied to the ratios. A term mispriced for one source,
+    # GPU or plan shape (not the shared GEMM shortfall the validation page describes)
+    # spreads the ratios and fails this.
+    ratios = sorted(1 + check_run(r).error for r in RUNS)
+    shared = ratios[len(ratios) // 2]
+    off = [abs(r / shared - 1) for r in ratios]
+    assert sum(e <= 0.15 for e in off) >= 0.8 * len(off)
+    assert max(off) <= 0.30
+
+
 @pytest.mark.xfail(strict=True, reason="issue 13's goal is not met: see validation.md")
 def test_issue_goal_eighty_percent_within_fifteen() -> None:
     errors = [abs(check_run(r).error) for r in RUNS]
