@@ -11,7 +11,7 @@ from __future__ import annotations
 from infralens.attention_kernels import attention_seconds
 from infralens.compute import gemm_flops_per_token
 from infralens.elementwise import elementwise_bytes
-from infralens.hardware import GPUS, MAMF_BF16
+from infralens.hardware import GPUS, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.nccl import predict
 from infralens.topology import Cluster
@@ -60,7 +60,7 @@ def microbatch_compute(
         materialized=kernel == "materialized",
     )  # fmt: skip
     elementwise_s = moved * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
-    return gemm / MAMF_BF16[gpu_key] + attn + elementwise_s, attn
+    return gemm / matmul_ceiling(gpu_key) + attn + elementwise_s, attn
 
 
 def tensor_parallel(

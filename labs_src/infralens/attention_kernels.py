@@ -17,7 +17,7 @@ arithmetic (:data:`MATERIALIZED_SCORE_BYTES`).
 from __future__ import annotations
 
 from infralens._validate import check_choice, nonnegative_number, positive_int
-from infralens.hardware import GPUS, MAMF_BF16
+from infralens.hardware import CEILING_STAND_IN, GPUS, matmul_ceiling
 from infralens.memory import RECOMPUTE, _model
 from infralens.model import TransformerConfig
 
@@ -53,9 +53,10 @@ ATTENTION_CEILINGS: dict[str, dict[str, tuple[int, int]]] = {
 }
 """Measured attention-kernel ceilings in FLOP/s by kernel and :data:`infralens.hardware.GPUS`
 key. The H200 shares the H100's compute die and clocks and is priced with its figures, as
-Bekman's table does for matmuls; no kernel here has a published Blackwell figure."""
+Bekman's table does for matmuls; the 500 W HBM2e H100 shares the die at lower clocks, so
+the SXM figures bound it from above. No kernel here has a published Blackwell figure."""
 
-_SAME_DIE = {"h200-sxm-141gb": "h100-sxm5-80gb"}
+_SAME_DIE = {"h200-sxm-141gb": "h100-sxm5-80gb", **CEILING_STAND_IN}
 
 MATERIALIZED_SCORE_BYTES = (13, 19)
 """HBM bytes per fp16 score element of materialized attention, (forward, backward).
@@ -141,7 +142,7 @@ def attention_seconds(
     >>> a100 = "a100-sxm4-80gb"
     >>> t = attention_seconds(m, seq_len=8192, tokens=1, gpu=a100, kernel="materialized")
     >>> fwd, bwd = attention_flops_per_token(m, seq_len=8192, kernel="materialized")
-    >>> round(t / ((fwd + bwd) / MAMF_BF16[a100]), 2)     # HBM-bound: its FLOPs alone are faster
+    >>> round(t / ((fwd + bwd) / matmul_ceiling(a100)), 2)  # HBM-bound: its FLOPs alone are faster
     2.77
     >>> attention_seconds(m, seq_len=8192, tokens=1, gpu="a100-sxm4-80gb", kernel="cudnn")
     Traceback (most recent call last):
@@ -154,12 +155,12 @@ def attention_seconds(
     n = float(nonnegative_number("tokens", tokens))
     if kernel == "materialized":
         m = _model(model)
-        key = check_choice("gpu", gpu, tuple(MAMF_BF16))
+        ceiling = matmul_ceiling(gpu)
         f_bytes, b_bytes = MATERIALIZED_SCORE_BYTES
         per_score = f_bytes * (2 if recompute == "full" else 1) + b_bytes
         scores = n * m.layers * m.heads * seq_len  # score elements of these tokens
-        hbm = scores * per_score / GPUS[key].hbm_bytes_per_s
-        return max(n * (fwd + bwd) / MAMF_BF16[key], hbm)
+        hbm = scores * per_score / GPUS[gpu].hbm_bytes_per_s
+        return max(n * (fwd + bwd) / ceiling, hbm)
     key = check_choice("gpu", gpu, tuple(GPUS))
     key = _SAME_DIE.get(key, key)
     table = ATTENTION_CEILINGS[kernel]

@@ -26,7 +26,17 @@ from dataclasses import dataclass
 from infralens._typecheck import typed
 from infralens._validate import check_choice, positive_int
 
-__all__ = ["GPU", "GPUS", "MAMF_BF16", "SYSTEMS", "System", "system"]
+__all__ = [
+    "CEILING_STAND_IN",
+    "GPU",
+    "GPUS",
+    "MAMF_BF16",
+    "SYSTEMS",
+    "System",
+    "matmul_ceiling",
+    "preset_key",
+    "system",
+]
 
 GB = 10**9
 TERA = 10**12
@@ -93,6 +103,22 @@ GPUS: dict[str, GPU] = {
         450 * GB,
         True,
     ),
+    # The H100 torchtitan benchmarks on (torchtitan benchmarks/llama3_h100_202412_torchtitan.md
+    # at b5bcd76): an SXM H100 with 96 GB of HBM2e at 2.4 TB/s, run at its default 500 W
+    # limit. Its dense peak is unknown ("between SXM and NVL", their footnote 2); the SXM
+    # figure is stored, as torchtitan divides by it, so it is an upper bound. NVLink 4 as
+    # on every SXM H100.
+    "h100-hbm2e-96gb": GPU(
+        "H100 SXM 96GB HBM2e (500 W)",
+        "hopper",
+        989_500 * 10**9,
+        1979 * TERA,
+        96 * GB,
+        2400 * GB,
+        18,
+        450 * GB,
+        True,
+    ),
     # GB200 NVL72 datasheet gives rack totals for 72 GPUs: FP16/BF16 360 PFLOP/s and
     # FP8 720 PFLOP/s with sparsity (2.5 and 5 PFLOP/s dense per GPU), 13.4 TB HBM3e
     # at 576 TB/s (186 GB and 8 TB/s per GPU), NVLink 5 1.8 TB/s per GPU over 18 links.
@@ -120,6 +146,29 @@ MAMF_BF16: dict[str, int] = {
 }
 """Measured BF16 matmul ceilings in FLOP/s, by :data:`GPUS` key: the *maximum achievable
 matmul FLOPS* over a sweep of shapes, not a datasheet figure."""
+
+CEILING_STAND_IN: dict[str, str] = {"h100-hbm2e-96gb": "h100-sxm5-80gb"}
+"""GPUs with no published ceiling, by :data:`GPUS` key, and the measured part whose matmul
+and attention ceilings are used for them. The 500 W HBM2e H100 is the SXM H100's die held
+to a lower power limit, so its clocks, and every ceiling, can only be lower: an upper bound."""
+
+
+def matmul_ceiling(gpu: str) -> int:
+    """The BF16 matmul ceiling in FLOP/s that prices GEMMs on preset *gpu*.
+
+    MAMF_BF16[gpu], or that of its :data:`CEILING_STAND_IN` part.
+
+    >>> matmul_ceiling("h100-hbm2e-96gb") == MAMF_BF16["h100-sxm5-80gb"]
+    True
+    >>> matmul_ceiling("b200-gb200")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: gpu must be one of 'a100-sxm4-80gb', ...; got 'b200-gb200'
+
+    Raises ``ValueError`` for a GPU with neither a measurement nor a stand-in.
+    """
+    key = check_choice("gpu", gpu, (*MAMF_BF16, *CEILING_STAND_IN))
+    return MAMF_BF16[CEILING_STAND_IN.get(key, key)]
 
 
 @dataclass(frozen=True)
@@ -171,6 +220,11 @@ SYSTEMS: dict[str, System] = {
     "dgx-h200": System(
         "DGX H200", GPUS["h200-sxm-141gb"], 8, 8, 8, 400 * GB, True, "InfiniBand NDR"
     ),
+    # Meta's Grand Teton hosts of torchtitan's H100 benchmarks: 8 of the HBM2e H100s above
+    # "fully connected with NVLink" and "400 Gb/s per GPU" of backend RDMA network.
+    "grand-teton-h100-hbm2e": System(
+        "Grand Teton H100 HBM2e", GPUS["h100-hbm2e-96gb"], 8, 8, 8, 400 * GB, True, "RDMA"
+    ),
     # GB200 NVL72: 18 compute trays of 4 GPUs joined by one NVLink 5 fabric; NVIDIA's
     # multi-node NVLink tuning guide gives each tray ConnectX-7 adapters, one per GPU.
     "gb200-nvl72": System(
@@ -192,3 +246,26 @@ def system(name: str) -> System:
     ValueError: name must be one of 'dgx-a100', 'dgx-h100', ...; got 'dgx-b300'
     """
     return SYSTEMS[check_choice("name", name, list(SYSTEMS))]
+
+
+def preset_key(gpu: GPU) -> str:
+    """The :data:`GPUS` key of *gpu*, for looking up what was measured on that part.
+
+    >>> preset_key(SYSTEMS["dgx-a100"].gpu)
+    'a100-sxm4-80gb'
+    >>> from dataclasses import replace
+    >>> preset_key(replace(GPUS["h100-sxm5-80gb"], name="H100 PCIe"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: gpu 'H100 PCIe' is not a preset of infralens.hardware.GPUS: ...
+
+    Raises ``TypeError`` if *gpu* is not a :class:`GPU`, ``ValueError`` if no preset equals it.
+    """
+    if not isinstance(gpu, GPU):
+        raise TypeError(f"gpu must be a GPU, got {type(gpu).__name__}")
+    for key, preset in GPUS.items():
+        if preset == gpu:
+            return key
+    raise ValueError(
+        f"gpu {gpu.name!r} is not a preset of infralens.hardware.GPUS: its ceilings are unmeasured"
+    )

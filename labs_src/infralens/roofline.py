@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from infralens._typecheck import typed
 from infralens._validate import positive_int
-from infralens.hardware import GPUS, MAMF_BF16
+from infralens.hardware import CEILING_STAND_IN, MAMF_BF16, matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.nccl import predict
@@ -98,8 +98,9 @@ def axis_roofline(
     t, c, s, p = (positive_int(n, v) for n, v in (("tp", tp), ("cp", cp), ("seq_len", seq_len),
                                                    ("pp", pp)))  # fmt: skip
     tokens = positive_int("tokens_per_replica", tokens_per_replica)
-    key = next(k for k, g in GPUS.items() if g == cluster.system.gpu)
-    ceiling = MAMF_BF16.get(key, cluster.system.gpu.bf16_flops)
+    key = preset_key(cluster.system.gpu)
+    priced = key in MAMF_BF16 or key in CEILING_STAND_IN
+    ceiling = matmul_ceiling(key) if priced else cluster.system.gpu.bf16_flops
     h, kvd = m.hidden, m.kv_heads * m.head_dim
 
     def machine(group: int) -> tuple[str, float]:

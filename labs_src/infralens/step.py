@@ -64,7 +64,7 @@ from infralens.batch import grad_accum_steps_for
 from infralens.compute import RECOMPUTE_MODES, hardware_flops_per_token, model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
 from infralens.fit import gpu_memory, shortfall
-from infralens.hardware import GPUS, MAMF_BF16
+from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.pipeline import bubble_fraction
@@ -182,7 +182,8 @@ def estimate(
     ...
     ValueError: global_batch_size must divide by micro_batch_size * dp_size: 12 % (1 * 8) = 4
 
-    Raises ``ValueError`` if the plan does not fill the cluster, the batch
+    Raises ``ValueError`` if the cluster's GPU is not a preset (its ceilings
+    are unmeasured), the plan does not fill the cluster, the batch
     does not split into micro-batches per replica, the model does not fit
     the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
     *recompute*, *zero_stage*, *attention* or *elementwise* is unknown, the
@@ -224,15 +225,17 @@ def estimate(
     n_mb = grad_accum_steps_for(
         global_batch_size=global_batch_size, micro_batch_size=b, dp_size=plan.dp
     )
-    gpu_key = next(k for k, g in GPUS.items() if g == cluster.system.gpu)
-    check_choice("gpu", gpu_key, tuple(MAMF_BF16))
+    gpu_key = preset_key(cluster.system.gpu)
+    matmul_ceiling(gpu_key)  # a GPU without a measured (or stand-in) ceiling stops here
     gpu = cluster.system.gpu
     memory = None
     if m.layers % (plan.pp * v) == 0 and m.heads % plan.tp == 0:
+        # FSDP2 keeps what torchtitan's policy saves; that count exists for tp = 1 only.
+        titan = zero_stage == 3 and (mode != "selective" or plan.tp == 1)
         mem = gpu_memory(
             m, plan, RECIPE[zero_stage], seq_len=s, micro_batch_size=b, recompute=mode,
             sequence_parallel=sequence_parallel and plan.tp > 1,
-            stack="pytorch" if zero_stage == 3 and mode != "selective" else "megatron",
+            stack="pytorch" if titan else "megatron",
         )  # fmt: skip
         memory = mem.total
         over = shortfall(mem, gpu_key)
