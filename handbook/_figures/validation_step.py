@@ -22,6 +22,6 @@ for bound, style in ((15, ":"), (30, "--")):
     for sign in (-1, 1):
         ax.axvline(sign * bound, color="k", linestyle=style, linewidth=0.6)
 ax.axvline(0, color="k", linewidth=0.6)
-ax.set_xlim(-35, 110)
+ax.set_xlim(-35, 80)
 ax.set_xlabel("error (%), predicted / published − 1")
 fig.tight_layout()

@@ -103,8 +103,8 @@ GPUS: dict[str, GPU] = {
         450 * GB,
         True,
     ),
-    # The H100 torchtitan benchmarks on (torchtitan benchmarks/llama3_h100_202412_torchtitan.md
-    # at b5bcd76): an SXM H100 with 96 GB of HBM2e at 2.4 TB/s, run at its default 500 W
+    # The H100 of torchtitan's benchmarks (benchmarks/llama3_h100_202412_torchtitan.md at
+    # b5bcd76): an SXM H100 with 96 GB of HBM2e at 2.4 TB/s, run at its default 500 W
     # limit. Its dense peak is unknown ("between SXM and NVL", their footnote 2); the SXM
     # figure is stored, as torchtitan divides by it, so it is an upper bound. NVLink 4 as
     # on every SXM H100.

@@ -92,7 +92,10 @@ def axis_roofline(
     (TP), local tokens (CP), tokens per replica (DP) or layers per stage
     (PP) at which intensity equals the machine's ratio.
 
-    Raises ``ValueError`` for a size below 1 or a GPU without a matmul ceiling.
+    GEMMs run at :func:`infralens.hardware.matmul_ceiling`; a preset with no
+    measured (or stand-in) ceiling, such as the B200, at its dense peak.
+
+    Raises ``ValueError`` for a size below 1 or a GPU that is not a preset.
     """
     m = _model(model)
     t, c, s, p = (positive_int(n, v) for n, v in (("tp", tp), ("cp", cp), ("seq_len", seq_len),

@@ -6,8 +6,10 @@ plan and a cluster. Every term is a model of what a named framework does:
 - **compute** (:mod:`infralens.compute`): the weight GEMMs' FLOPs per GPU
   (recomputation adding its forward; torchtitan's op-level policy, for
   ``zero_stage=3``, every second matmul) at the GPU's measured BF16 matmul
-  ceiling, attention at its kernel's measured throughput (*attention*:
-  ``flash2``, ``flash3``, ``cudnn`` or ``materialized``), and the
+  ceiling (:func:`infralens.hardware.matmul_ceiling`: for a part never
+  measured, that of the part bounding it from above), attention at its
+  kernel's measured throughput (*attention*: ``flash2``, ``flash3``,
+  ``cudnn`` or ``materialized``), and the
   element-wise kernels' bytes at HBM bandwidth (*elementwise*: ``fused``, or
   ``eager`` for torchtitan without ``torch.compile``; :mod:`infralens.elementwise`).
 - **TP** (Megatron-Core, no ``tp_comm_overlap``): per layer and
