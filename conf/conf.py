@@ -218,30 +218,63 @@ def _drop_signature_abbreviations(app: object, doctree: object, docname: str) ->
         node.replace_self(nodes.Text(node.astext()))
 
 
-# -- Generated pages: the validation tables, computed from the shipped measurements --
-# The same functions the tests call (infralens.validation), so the page and the
-# test suite cannot disagree. Written only when the text changes, so a live
-# rebuild does not see a fresh file on every pass.
+# -- Generated page parts: tables computed by the package at build time ------------
+# Each entry is a file under handbook/_generated/ that a page includes with
+# ```{include}```, and the function that writes its MyST text. They are the
+# functions the tests call, so a page and the test suite cannot disagree.
+# Written only when the text changes, so a live rebuild does not see a fresh
+# file on every pass.
 
 
-def _write_validation_tables(app: object) -> None:
+def _nccl_validation() -> str:
     from infralens.validation import check_nccl, load_nccl_rows, markdown_report
 
     rows = load_nccl_rows(ROOT / "tests" / "data" / "nccl_tests.csv")
-    text = markdown_report([check_nccl(r) for r in rows])
-    out = SOURCE / "_generated" / "nccl_validation.md"
-    out.parent.mkdir(exist_ok=True)
-    if not out.exists() or out.read_text(encoding="utf-8") != text:
-        out.write_text(text, encoding="utf-8")
+    return markdown_report([check_nccl(r) for r in rows])
 
-    from infralens.step_validation import check_run, load_runs
-    from infralens.step_validation import markdown_report as step_report
+
+def _step_validation() -> str:
+    from infralens.step_validation import check_run, load_runs, markdown_report
 
     runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
-    text = step_report([check_run(r) for r in runs])
-    out = SOURCE / "_generated" / "step_validation.md"
-    if not out.exists() or out.read_text(encoding="utf-8") != text:
-        out.write_text(text, encoding="utf-8")
+    return markdown_report([check_run(r) for r in runs])
+
+
+GENERATED = {
+    "nccl_validation.md": _nccl_validation,
+    "step_validation.md": _step_validation,
+}
+
+
+def _write_generated(app: object) -> None:
+    folder = SOURCE / "_generated"
+    folder.mkdir(exist_ok=True)
+    for name, make in GENERATED.items():
+        text = make()
+        out = folder / name
+        if not out.exists() or out.read_text(encoding="utf-8") != text:
+            out.write_text(text, encoding="utf-8")
+
+
+# -- autodoc: a module-level table is described, not dumped as one long repr --------
+
+
+def _drop_long_values(app: object, doctree: object) -> None:
+    """Drop a constant's ``= value`` from its signature when the value is long.
+
+    A table of presets printed as one repr line is unreadable, and a path is
+    this machine's, not the reader's; the docstring
+    says what it holds, and the value stays one ``import`` away.
+    """
+    from sphinx import addnodes
+
+    for sig in doctree.findall(addnodes.desc_signature):  # type: ignore[attr-defined]
+        if sig.parent.get("objtype") not in {"data", "attribute"}:
+            continue
+        for node in list(sig.findall(addnodes.desc_annotation)):
+            text = node.astext().strip()
+            if text.startswith("=") and (len(text) > 60 or "Path(" in text):
+                node.parent.remove(node)
 
 
 # -- EPUB: interview answers print expanded under their question -------------------
@@ -285,4 +318,5 @@ def setup(app: object) -> None:
     app.add_config_value("epub_math_renderer", None, "html", types=frozenset({str, type(None)}))  # type: ignore[attr-defined]
     app.add_post_transform(_ExpandDropdownsForEpub)  # type: ignore[attr-defined]
     app.connect("doctree-resolved", _drop_signature_abbreviations)  # type: ignore[attr-defined]
-    app.connect("builder-inited", _write_validation_tables)  # type: ignore[attr-defined]
+    app.connect("builder-inited", _write_generated)  # type: ignore[attr-defined]
+    app.connect("doctree-read", _drop_long_values)  # type: ignore[attr-defined]

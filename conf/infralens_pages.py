@@ -41,6 +41,7 @@ class Provenance:
     unit_tests: int  # test functions outside tests/runtime that exercise the modules
     paper_tables: tuple[str, ...]  # "Narayanan et al. 2021, Table 1"
     data_files: tuple[str, ...]  # tests/data file names
+    files: tuple[tuple[str, str], ...] = ()  # (test file under tests/, what it checks against)
 
 
 def page_modules() -> dict[str, tuple[str, ...]]:
@@ -82,6 +83,40 @@ def torch_version() -> str:
     raise ValueError("pyproject.toml must pin torch== in the tests extra")
 
 
+# A test file importing more modules than this sweeps the whole package (the
+# input contract, the CLI attacks); it checks every page alike and names none.
+SWEEP_MODULES = 12
+
+
+def _checking(hits: list[Any], modules: tuple[str, ...]) -> list[Any]:
+    """The test files that check a page's modules: named after one, or running torch.
+
+    Many test files import a module in passing (a plan to build a cluster); the
+    ones that check it carry its name (``test_fsdp.py``, ``test_fsdp_torch.py``)
+    or run it against PyTorch. A page none names falls back to every importer.
+    """
+    stems = {m.rpartition(".")[2].split("_")[0] for m in modules}
+    named = [
+        f
+        for f in hits
+        if f[3] and (f[1] or any(stem in f[0].rpartition("/")[2] for stem in stems))
+    ]
+    return named or [f for f in hits if f[3] and len(f[2]) <= SWEEP_MODULES]
+
+
+def _against(
+    runtime: bool, data: tuple[str, ...], tables: tuple[str, ...], torch: str
+) -> str:
+    """What one test file checks a page's numbers against, in words."""
+    if runtime:
+        return f"PyTorch {torch} on gloo"
+    if data:
+        return "published measurements in " + ", ".join(data)
+    if tables:
+        return "; ".join(tables)
+    return "independent cases and properties"
+
+
 def provenance() -> dict[str, Provenance]:
     """Every lab and section page's provenance, computed from the test files."""
     files = []
@@ -93,7 +128,16 @@ def provenance() -> dict[str, Provenance]:
         data = tuple(sorted(p.name for p in (TESTS / "data").glob("*.csv") if p.name in text))
         tables = tuple(dict.fromkeys(f"{m[1]}, {m[2]}" for m in PAPER_TABLE.finditer(text)))
         runtime = path.parent.name == "runtime"
-        files.append((path.name, runtime, _imported_modules(tree), _test_names(tree), data, tables))
+        files.append(
+            (
+                path.relative_to(TESTS).as_posix(),
+                runtime,
+                _imported_modules(tree),
+                _test_names(tree),
+                data,
+                tables,
+            )
+        )
     version = torch_version()
     result: dict[str, Provenance] = {}
     for page, modules in page_modules().items():
@@ -101,10 +145,16 @@ def provenance() -> dict[str, Provenance]:
         hits = [f for f in files if f[2] & wanted]
         result[page] = Provenance(
             torch_version=version,
-            runtime_tests=tuple(f"{f[0]}::{t}" for f in hits if f[1] for t in f[3]),
+            runtime_tests=tuple(
+                f"{f[0].rpartition('/')[2]}::{t}" for f in hits if f[1] for t in f[3]
+            ),
             unit_tests=sum(len(f[3]) for f in hits if not f[1]),
             paper_tables=tuple(dict.fromkeys(t for f in hits for t in f[5])),
             data_files=tuple(dict.fromkeys(d for f in hits for d in f[4])),
+            files=tuple(
+                (f[0], _against(f[1], f[4], f[5], version))
+                for f in _checking(hits, modules)
+            ),
         )
     return result
 
@@ -184,25 +234,18 @@ def _provenance_nodes(record: Provenance, docname: str) -> Any:
         return xref
 
     para = nodes.paragraph(classes=["infralens-provenance"])
-    para += nodes.strong("Checked against: ", "Checked against: ")
-    parts: list[list[Any]] = []
-    if record.runtime_tests:
-        n = len(record.runtime_tests)
-        checks = f"{n} runtime test{'s' if n != 1 else ''} on gloo"
-        parts.append([ref("verification", f"PyTorch {record.torch_version}, {checks}")])
-    if record.paper_tables:
-        parts.append([ref("bibliography", "; ".join(record.paper_tables))])
-    if record.data_files:
-        parts.append(
-            [ref("validation", "published measurements (" + ", ".join(record.data_files) + ")")]
-        )
-    n = record.unit_tests
-    parts.append([nodes.Text(f"{n} unit test function{'s' if n != 1 else ''} and the doctests")])
-    for i, part in enumerate(parts):
+    para += nodes.strong("Checked by: ", "Checked by: ")
+    targets = {"PyTorch": "verification", "published": "validation"}
+    for i, (path, against) in enumerate(record.files):
         if i:
             para += nodes.Text("; ")
-        para.extend(part)
-    para += nodes.Text(".")
+        para += nodes.literal(f"tests/{path}", f"tests/{path}")
+        para += nodes.Text(" against ")
+        target = targets.get(against.split()[0], "bibliography" if "Table" in against else "")
+        para += ref(target, against) if target else nodes.Text(against)
+    if record.files:
+        para += nodes.Text("; ")
+    para += nodes.Text("and the doctests shown on the page.")
     return para
 
 
