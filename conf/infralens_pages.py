@@ -97,16 +97,12 @@ def _checking(hits: list[Any], modules: tuple[str, ...]) -> list[Any]:
     """
     stems = {m.rpartition(".")[2].split("_")[0] for m in modules}
     named = [
-        f
-        for f in hits
-        if f[3] and (f[1] or any(stem in f[0].rpartition("/")[2] for stem in stems))
+        f for f in hits if f[3] and (f[1] or any(stem in f[0].rpartition("/")[2] for stem in stems))
     ]
     return named or [f for f in hits if f[3] and len(f[2]) <= SWEEP_MODULES]
 
 
-def _against(
-    runtime: bool, data: tuple[str, ...], tables: tuple[str, ...], torch: str
-) -> str:
+def _against(runtime: bool, data: tuple[str, ...], tables: tuple[str, ...], torch: str) -> str:
     """What one test file checks a page's numbers against, in words."""
     if runtime:
         return f"PyTorch {torch} on gloo"
@@ -152,8 +148,7 @@ def provenance() -> dict[str, Provenance]:
             paper_tables=tuple(dict.fromkeys(t for f in hits for t in f[5])),
             data_files=tuple(dict.fromkeys(d for f in hits for d in f[4])),
             files=tuple(
-                (f[0], _against(f[1], f[4], f[5], version))
-                for f in _checking(hits, modules)
+                (f[0], _against(f[1], f[4], f[5], version)) for f in _checking(hits, modules)
             ),
         )
     return result

@@ -142,7 +142,9 @@ def included_code(directive: Directive, page: Path) -> tuple[Path, list[str]]:
         assert "start-after" in directive.options and "end-before" in directive.options, (
             f"{where}: include package code by :pyobject: or by named start/end markers"
         )
-        shown = marker_lines(source, directive.options["start-after"], directive.options["end-before"])
+        shown = marker_lines(
+            source, directive.options["start-after"], directive.options["end-before"]
+        )
         assert shown, f"{where}: markers {directive.options} not found once, in order"
     return target, shown
 
@@ -187,7 +189,9 @@ def test_a_lab_page_shows_its_modules_code_by_reference(lab_page: Path) -> None:
     assert includes, f"{lab_page.name} includes no code from labs_src/infralens"
     shown: list[str] = []
     for directive in includes:
-        assert "lineno-match" in directive.options, f"{lab_page.name}: {directive} lacks :lineno-match:"
+        assert "lineno-match" in directive.options, (
+            f"{lab_page.name}: {directive} lacks :lineno-match:"
+        )
         target, lines = included_code(directive, lab_page)
         assert target.parent == PACKAGE, target
         shown += lines
@@ -200,17 +204,21 @@ def test_a_lab_page_pastes_no_python(lab_page: Path) -> None:
     for directive in directives(lab_page.read_text(encoding="utf-8")):
         if directive.name == "code-block" and directive.argument in {"python", "py"}:
             assert not re.search(r"^\s*(def|class) ", directive.body, re.M), lab_page.name
-    pasted = re.findall(r"^```(?:python|py)\n(.*?)^```", lab_page.read_text(encoding="utf-8"), re.M | re.S)
+    pasted = re.findall(
+        r"^```(?:python|py)\n(.*?)^```", lab_page.read_text(encoding="utf-8"), re.M | re.S
+    )
     assert not [p for p in pasted if re.search(r"^\s*(def|class) ", p, re.M)], lab_page.name
 
 
 def test_a_lab_page_follows_the_template_in_order(lab_page: Path) -> None:
     text = lab_page.read_text(encoding="utf-8")
     positions = [text.find(f"\n{heading}\n") for heading in TEMPLATE]
-    assert -1 not in positions, [h for h, p in zip(TEMPLATE, positions) if p == -1]
+    assert -1 not in positions, [h for h, p in zip(TEMPLATE, positions, strict=True) if p == -1]
     assert positions == sorted(positions), lab_page.name
     mental = text[positions[1] : positions[2]]
-    assert len(re.findall(r"^- ", mental, re.M)) == 3, f"{lab_page.name}: mental model needs 3 bullets"
+    assert len(re.findall(r"^- ", mental, re.M)) == 3, (
+        f"{lab_page.name}: mental model needs 3 bullets"
+    )
 
 
 def test_a_lab_page_has_a_figure_drawn_by_the_package(lab_page: Path) -> None:
@@ -251,7 +259,9 @@ def test_the_starter_files_exist_and_their_labs_show_them(starter: str, page: st
         d for d in directives(text) if d.name == "literalinclude" and d.argument.endswith(starter)
     ]
     assert shown, f"{page} does not show {starter}"
-    assert f"starters/{starter}" in text.replace(shown[0].argument, ""), f"{page} has no link to open {starter}"
+    assert f"starters/{starter}" in text.replace(shown[0].argument, ""), (
+        f"{page} has no link to open {starter}"
+    )
 
 
 def test_the_guard_finds_a_missing_object() -> None:
@@ -265,5 +275,8 @@ def test_the_guard_finds_a_missing_object() -> None:
 
 
 def test_the_word_count_skips_code_and_options() -> None:
-    page = "# Title\n\nTwo words.\n\n```{doctest}\n>>> 1 + 1\n2\n```\n\n```{literalinclude} x.py\n:pyobject: f\n```\n"
-    assert prose_words(page) == 3
+    page = (
+        "# Title\n\nTwo words.\n\n```{doctest}\n>>> 1 + 1\n2\n```\n\n"
+        "```{literalinclude} x.py\n:pyobject: f\n```\n\n:::{note}\nThree more words\n:::\n"
+    )
+    assert prose_words(page) == 6
