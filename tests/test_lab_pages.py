@@ -280,3 +280,15 @@ def test_the_word_count_skips_code_and_options() -> None:
         "```{literalinclude} x.py\n:pyobject: f\n```\n\n:::{note}\nThree more words\n:::\n"
     )
     assert prose_words(page) == 6
+
+
+def test_the_reference_holds_every_public_module_once() -> None:
+    public = sorted(
+        f"infralens.{p.stem}" for p in PACKAGE.glob("*.py") if not p.stem.startswith("_")
+    )
+    documented = sorted(
+        name
+        for page in (HANDBOOK / "reference" / "api").glob("*.md")
+        for name in re.findall(r"^\.\. automodule:: (\S+)$", page.read_text(encoding="utf-8"), re.M)
+    )
+    assert documented == public
