@@ -1,4 +1,12 @@
-"""The interview page: every card has a computed follow-up; the checklist lists every card."""
+"""The interview page is built for rehearsal.
+
+Every card shows its question and follow-up before any answer, a list of
+points to hit, a closed answer (a short answer a candidate can say in under
+a minute, without code, then the deeper explanation, the common mistake and
+cited sources), the follow-up's answer in its own dropdown, and the doctests
+behind its numbers in a separate one. The map and the checklist link every
+card.
+"""
 
 from __future__ import annotations
 
@@ -23,13 +31,45 @@ def test_cards_are_numbered_in_order() -> None:
     assert list(cards()) == list(range(1, len(cards()) + 1))
 
 
-def test_every_card_has_a_follow_up_with_a_doctest() -> None:
+def dropdown(body: str, title: str) -> str:
+    """The text of the dropdown called *title* in a card ('' if there is none)."""
+    match = re.search(rf"^(:{{3,}})\{{dropdown\}} {re.escape(title)}\n(.*?)^\1$", body, re.M | re.S)
+    return match.group(2) if match else ""
+
+
+def test_every_card_shows_its_follow_up_and_points_before_any_answer() -> None:
+    for number, body in cards().items():
+        first_dropdown = body.index("{dropdown}")
+        visible = body[:first_dropdown]
+        assert re.search(r"^\*\*Follow-up\.\*\* \*.+\?\*$", visible, re.M | re.S), number
+        points = visible[visible.index("**Points to hit.**") :]
+        assert 3 <= len(re.findall(r"^- ", points, re.M)) <= 5, f"card {number}"
+
+
+def test_every_answer_is_short_code_free_and_sourced() -> None:
+    for number, body in cards().items():
+        answer = dropdown(body, "Answer")
+        assert answer, f"card {number} has no Answer dropdown"
+        short = answer[answer.index("**Short answer.**") :].split("\n\n**", 1)[0]
+        words = re.findall(r"[A-Za-z0-9][\w'’.,-]*", short.removeprefix("**Short answer.**"))
+        assert len(words) <= 120, f"card {number}: short answer of {len(words)} words"
+        assert "`" not in short and ">>>" not in short, f"card {number}: code in the short answer"
+        for part in ("**Deeper.**", "**Common mistake.**", "**Sources.**"):
+            assert part in answer, f"card {number} lacks {part}"
+        assert "{cite:p}`" in answer[answer.index("**Sources.**") :], number
+
+
+def test_every_follow_up_has_its_answer_and_every_number_its_doctest() -> None:
     for number, body in cards().items():
         if number in FOLLOW_UP_PENDING:
             continue
-        assert "**Follow-up.**" in body, f"card {number} has no follow-up"
-        follow = body[body.index("**Follow-up.**") :]
-        assert "```{doctest}" in follow, f"card {number}'s follow-up computes nothing"
+        assert dropdown(body, "Follow-up answer").strip(), f"card {number}"
+        check = dropdown(body, "Check the numbers")
+        assert "*For the follow-up:*" in check, f"card {number}'s follow-up computes nothing"
+        follow = check[check.index("*For the follow-up:*") :]
+        assert "```{doctest}" in follow, number
+        outside = body.replace(check, "")
+        assert "```{doctest}" not in outside, f"card {number}: a doctest outside Check the numbers"
 
 
 def test_checklist_lists_every_card() -> None:
@@ -37,11 +77,19 @@ def test_checklist_lists_every_card() -> None:
     checklist = text[text.index("## Review checklist") : text.index("## Sources")]
     items = [int(n) for n in re.findall(r"^(\d+)\. ", checklist, re.M)]
     assert items == list(cards())
+    linked = [int(n) for n in re.findall(r"<card-(\d+)>`\)$", checklist, re.M)]
+    assert linked == items
 
 
 def test_question_map_names_every_card() -> None:
     text = PAGE.read_text(encoding="utf-8")
     table = text[text.index("## Question map") : text.index("## Cards")]
     rows = [line for line in table.splitlines() if line.startswith("|")][2:]
-    named = {int(n) for row in rows for n in re.findall(r"\b(\d+)\b", row.split("|")[2])}
+    named = {int(n) for row in rows for n in re.findall(r"<card-(\d+)>", row.split("|")[2])}
     assert named == set(cards())
+
+
+def test_every_card_has_a_label_the_map_links() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    pairs = re.findall(r"^\(card-(\d+)\)=\n### (\d+)\. ", text, re.M)
+    assert [(int(a), int(b)) for a, b in pairs] == [(n, n) for n in cards()]
