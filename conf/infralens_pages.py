@@ -187,11 +187,13 @@ def landing_markdown() -> str:
     intros = {
         "learn it all": "Every section, each followed by its lab.",
         "interview in a week": (
-            "About three sections and their labs a day, then the scenarios and the practice cards."
+            "Twelve pages, about three hours of reading: the sections on each axis, "
+            "placement, memory and step time, then answering aloud and the practice cards."
         ),
         "size and place a real job": (
-            "What fits in one GPU, how the plan places ranks, which links its "
-            "collectives cross, and what keeps it running."
+            "What fits in one GPU, the ZeRO, tensor and pipeline sections the planner "
+            "chooses between, how the plan places ranks, which links its collectives "
+            "cross, what the step costs, and what keeps it running."
         ),
     }
     for name, pages in READING_PATHS.items():

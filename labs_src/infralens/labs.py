@@ -17,8 +17,10 @@ diagnosing and keeping a job running) and interview practice.
 [6]
 >>> len(LABS), len(SECTIONS)
 (18, 19)
->>> READING_PATHS["size and place a real job"][:3]
-('handbook/00-model-arithmetic', 'handbook/17-memory', 'labs/lab-17-memory')
+>>> READING_PATHS["size and place a real job"][:6]
+('handbook/00-model-arithmetic', 'handbook/17-memory', 'labs/lab-17-memory', 'handbook/03-zero', 'handbook/05-tensor-parallel', 'handbook/06-pipeline-parallel')
+>>> len(READING_PATHS["interview in a week"])
+12
 >>> lab(19)
 Traceback (most recent call last):
 ...
@@ -37,6 +39,7 @@ __all__ = [
     "MODEL_ARITHMETIC_MODULES",
     "READING_PATHS",
     "SECTIONS",
+    "TERM_HOMES",
     "Lab",
     "lab",
     "labs_on_axis",
@@ -154,6 +157,46 @@ def _pair(*numbers: int) -> tuple[str, ...]:
     return tuple(page for n in numbers for page in (lab(n).section_page, lab(n).page))
 
 
+TERM_HOMES: dict[str, str] = {
+    "ZeRO": "handbook/03-zero",
+    "FSDP": "handbook/04-fsdp",
+    "TP": "handbook/05-tensor-parallel",
+    "SP": "handbook/05-tensor-parallel",
+    "MAMF": "handbook/16-step-time",
+    "selective recomputation": "handbook/00-model-arithmetic",
+    "PP": "handbook/06-pipeline-parallel",
+    "1F1B": "handbook/06-pipeline-parallel",
+    "bubble": "handbook/06-pipeline-parallel",
+    "virtual stage": "handbook/06-pipeline-parallel",
+    "NVLink domain": "handbook/08-topology",
+    "CP": "handbook/10-context-parallel",
+    "ring attention": "handbook/10-context-parallel",
+    "Ulysses": "handbook/10-context-parallel",
+    "EP": "handbook/11-expert-parallel",
+    "MoE": "handbook/11-expert-parallel",
+    "capacity factor": "handbook/11-expert-parallel",
+    "straggler": "handbook/14-diagnosis",
+    "algbw": "handbook/15-nccl",
+    "busbw": "handbook/15-nccl",
+    "NVLS": "handbook/15-nccl",
+    "MFU": "handbook/16-step-time",
+    "HFU": "handbook/16-step-time",
+    "bound by": "handbook/16-step-time",
+    "master weights": "handbook/17-memory",
+    "loss scaling": "handbook/17-memory",
+    "precision recipe": "handbook/17-memory",
+    "flight recorder": "handbook/18-operations",
+    "Xid": "handbook/18-operations",
+    "MTBF": "handbook/18-operations",
+    "goodput": "handbook/18-operations",
+}
+"""Glossary terms that need their own page, and the section that explains each.
+
+A page that uses one of these before its home page in a reading path, or on
+any page but its home, links it to the glossary at its first use
+(``tests/test_reading_paths.py`` checks both).
+"""
+
 READING_PATHS: dict[str, tuple[str, ...]] = {}
 """Three reading orders through the handbook, as document names (filled below)."""
 
@@ -201,22 +244,22 @@ READING_PATHS.update(
     {
         # Everything, in number order: Section 00, then each section and its lab.
         "learn it all": (SECTIONS[0], *_pair(*(item.number for item in LABS))),
-        # Seven days: the axes, the cluster, operations, then answering out loud.
+        # About three hours: the data-parallel family, each model-parallel
+        # axis, how a plan is placed and priced, what fits, then answering
+        # aloud. Sections only; the cards link the labs and the other axes.
         "interview in a week": (
-            SECTIONS[0],
-            *_pair(1, 3, 4),
-            *_pair(5, 6, 7),
-            *_pair(10, 11, 17),
-            *_pair(8, 15, 16, 12),
-            *_pair(13, 14, 18),
-            *_pair(9),
+            *(lab(n).section_page for n in (1, 3, 4, 5, 6, 7, 8, 17, 16, 9)),
+            lab(9).page,
             "interview/practice",
         ),
-        # Size a job (memory, plan), place it on the machine, price its
-        # traffic, then keep it running.
+        # Size a job (memory, sharding, the axes Lab 12 and `rank` choose
+        # between), place it on the machine, price its traffic and its step,
+        # then keep it running.
         "size and place a real job": (
             SECTIONS[0],
-            *_pair(17, 7, 8, 15, 16, 12, 13, 18),
+            *_pair(17),
+            *(lab(n).section_page for n in (3, 5, 6)),
+            *_pair(7, 8, 15, 16, 12, 13, 18),
         ),
     }
 )
