@@ -17,8 +17,10 @@ diagnosing and keeping a job running) and interview practice.
 [6]
 >>> len(LABS), len(SECTIONS)
 (18, 19)
->>> READING_PATHS["size and place a real job"][:6]
-('handbook/00-model-arithmetic', 'handbook/17-memory', 'labs/lab-17-memory', 'handbook/03-zero', 'handbook/05-tensor-parallel', 'handbook/06-pipeline-parallel')
+>>> READING_PATHS["size and place a real job"][:3]
+('handbook/00-model-arithmetic', 'handbook/17-memory', 'labs/lab-17-memory')
+>>> READING_PATHS["size and place a real job"][3:6]
+('handbook/03-zero', 'handbook/05-tensor-parallel', 'handbook/06-pipeline-parallel')
 >>> len(READING_PATHS["interview in a week"])
 12
 >>> lab(19)
