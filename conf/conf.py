@@ -240,9 +240,16 @@ def _step_validation() -> str:
     return markdown_report([check_run(r) for r in runs])
 
 
+def _cheatsheet() -> str:
+    from infralens_cheatsheet import cheatsheet_markdown
+
+    return cheatsheet_markdown()
+
+
 GENERATED = {
     "nccl_validation.md": _nccl_validation,
     "step_validation.md": _step_validation,
+    "cheatsheet.md": _cheatsheet,
 }
 
 

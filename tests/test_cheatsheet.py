@@ -1,0 +1,50 @@
+"""The cheat sheet's numbers are the package's: each line is checked against the call behind it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "conf"))
+
+from infralens_cheatsheet import cheatsheet_markdown  # noqa: E402
+
+from infralens.collectives import bus_bandwidth_factor  # noqa: E402
+from infralens.pipeline import bubble_fraction  # noqa: E402
+from infralens.tensor_parallel_comm import layer_bytes_sent  # noqa: E402
+from infralens.zero import model_state_bytes  # noqa: E402
+
+
+def test_the_sheet_quotes_the_package() -> None:
+    sheet = cheatsheet_markdown()
+    for stage in range(4):
+        gb = model_state_bytes(7_500_000_000, dp_size=64, stage=stage) / 1e9
+        assert f"| {stage} |" in sheet and f"{gb:.2f} GB" in sheet
+    assert f"| all_reduce | $2(n-1)/n$ | {bus_bandwidth_factor('all_reduce', 8)} |" in sheet
+    assert str(bubble_fraction(stages=8, microbatches=32, chunks=2)) in sheet
+    sent = layer_bytes_sent(
+        seq_len=4096, micro_batch_size=1, hidden=8192, tp=8, sequence_parallel=True
+    )
+    assert f"{sent / 1e6:.1f} MB" in sheet
+
+
+def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
+    sheet = cheatsheet_markdown()
+    for heading in (
+        "Model states",
+        "Collectives",
+        "Pipeline bubble",
+        "Tensor parallelism",
+        "Activations",
+        "MFU",
+        "Global batch",
+        "Rules of thumb",
+    ):
+        assert f"**{heading}" in sheet, heading
+    assert "dense" in sheet  # MFU is against the dense peak
+
+
+def test_the_page_includes_the_generated_sheet() -> None:
+    page = (ROOT / "handbook" / "reference" / "cheatsheet.md").read_text(encoding="utf-8")
+    assert "_generated/cheatsheet.md" in page
