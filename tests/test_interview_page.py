@@ -93,3 +93,15 @@ def test_every_card_has_a_label_the_map_links() -> None:
     text = PAGE.read_text(encoding="utf-8")
     pairs = re.findall(r"^\(card-(\d+)\)=\n### (\d+)\. ", text, re.M)
     assert [(int(a), int(b)) for a, b in pairs] == [(n, n) for n in cards()]
+
+
+NUMBER_WORDS = {17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty", 21: "twenty-one"}
+
+
+def test_pages_that_count_the_cards_count_them_right() -> None:
+    count = len(cards())
+    for page in ("handbook/09-interview-scenarios.md", "interview/practice.md"):
+        text = (PAGE.parents[1] / page).read_text(encoding="utf-8").lower()
+        for n, word in NUMBER_WORDS.items():
+            if re.search(rf"\b{word} (questions|cards)\b", text):
+                assert n == count, f"{page} says {word} questions; there are {count}"
