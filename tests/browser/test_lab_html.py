@@ -49,7 +49,8 @@ class ArticleText(HTMLParser):
         role = ""
         if tag == "article":
             role = "article"
-        elif tag in {"script", "style"} or "headerlink" in classes:
+        elif tag in {"script", "style"} or {"headerlink", "linenos"} & set(classes):
+            # linenos: the line numbers :lineno-match: puts inside a code block
             role = "skip"
         elif tag == "dl" and "py" in classes:
             role = "api"
@@ -152,8 +153,9 @@ def test_no_built_page_speaks_of_how_the_project_was_made() -> None:
 
 def test_the_parser_sees_code_api_and_prose() -> None:
     html = (
-        "<article><p>Two words</p><div class='highlight-python'><pre>def f():\n"
-        "    return 1\n</pre></div><dl class='py function'><dt>f()</dt><dd>Doc.</dd></dl>"
+        "<article><p>Two words</p><div class='highlight-python'><pre>"
+        "<span class='linenos'>7</span>def f():\n"
+        "<span class='linenos'>8</span>    return 1\n</pre></div><dl class='py function'><dt>f()</dt><dd>Doc.</dd></dl>"
         "<p>an issue here</p></article>"
     )
     parser = ArticleText()
