@@ -155,7 +155,8 @@ def test_the_parser_sees_code_api_and_prose() -> None:
     html = (
         "<article><p>Two words</p><div class='highlight-python'><pre>"
         "<span class='linenos'>7</span>def f():\n"
-        "<span class='linenos'>8</span>    return 1\n</pre></div><dl class='py function'><dt>f()</dt><dd>Doc.</dd></dl>"
+        "<span class='linenos'>8</span>    return 1\n</pre></div>"
+        "<dl class='py function'><dt>f()</dt><dd>Doc.</dd></dl>"
         "<p>an issue here</p></article>"
     )
     parser = ArticleText()
