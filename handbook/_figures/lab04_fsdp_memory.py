@@ -43,4 +43,5 @@ ax.set_xticks(list(x), [str(n) for n in ranks])
 ax.set_xlabel("data-parallel ranks")
 ax.set_ylabel("GB (10⁹ bytes) per GPU")
 ax.set_title(f"{psi / 1e9:.2f}B parameters, mixed-precision Adam, bf16 gather", fontsize=10)
-ax.legend(fontsize=8, frameon=False)
+ax.set_ylim(0, 1.5 * max(ddp))  # room above the bars for the legend
+ax.legend(fontsize=8, frameon=False, ncol=2, loc="upper center")

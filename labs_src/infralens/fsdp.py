@@ -86,6 +86,7 @@ def unit_shard_numel(unit: Unit, world_size: int) -> int:
     Raises ``ValueError`` if *world_size* < 1.
     """
     w = positive_int("world_size", world_size)
+    # shard = Σ over parameters of ceil(dim0 / w) · prod(other dims)
     return sum(padded_shard_size(s[0], w) * _prod(s[1:]) for s in unit.param_shapes)
 
 
@@ -155,15 +156,15 @@ def step_events(
         events.append(Event("free", i))
         live[i] = False
 
-    for i in range(n):
+    for i in range(n):  # forward, first unit first
         gather(i)
         events.append(Event("forward", i))
         if reshard_after_forward:
             free(i)
-    for i in reversed(range(n)):
-        gather(i)
+    for i in reversed(range(n)):  # backward, last unit first
+        gather(i)  # a no-op if the unit stayed gathered
         if backward_prefetch and i > 0:
-            gather(i - 1)
+            gather(i - 1)  # issued now, so it overlaps unit i's backward
         events.append(Event("backward", i))
         free(i)
         events.append(Event("reduce_scatter", i))
@@ -178,7 +179,7 @@ def _live_sizes(units: Sequence[Unit], events: Sequence[Event], weight: Sequence
             live.add(e.unit)
         elif e.op == "free":
             live.discard(e.unit)
-        peak = max(peak, sum(weight[i] for i in live))
+        peak = max(peak, sum(weight[i] for i in live))  # Σ weights of the live units
     return peak
 
 

@@ -101,6 +101,7 @@ def bubble_fraction(*, stages: int, microbatches: int, chunks: int = 1) -> Fract
     Raises ``ValueError`` for a size below 1.
     """
     p = positive_int("stages", stages)
+    # bubble = (p - 1) / (v · m)
     return Fraction(
         p - 1, positive_int("chunks", chunks) * positive_int("microbatches", microbatches)
     )

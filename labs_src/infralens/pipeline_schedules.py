@@ -175,8 +175,10 @@ def schedule_order(
         divisible("microbatches", m, "stages", p)
     else:
         g = torch_round_size(stages=p, microbatches=m) if name == "interleaved" else m
+    # [start:warmup]
     total, out = m * v, []
     for s in range(p):
+        # w = p - 1 - s for 1F1B; 2(p - 1 - s) + (v - 1)·g for the interleaved schedule
         warmup = min((2 if name == "interleaved" else 1) * (p - 1 - s) + (v - 1) * g, total)
         if name == "interleaved" and mode == "megatron" and m == p:
             warmup = total  # Megatron runs all forwards first when m = p
@@ -187,6 +189,7 @@ def schedule_order(
             row += [fwd[warmup + k], bwd[k]]
         out.append(tuple(row + bwd[total - warmup :]))
     return tuple(out)
+    # [end:warmup]
 
 
 def _zb_h1_row(p: int, m: int, s: int) -> tuple[Op, ...]:
@@ -251,6 +254,7 @@ def simulate(
     if weight is not None and schedule != "zb-h1":
         raise ValueError(f"weight applies only to the zb-h1 schedule, not {schedule!r}")
     f, b, w = _times(forward, backward, weight)
+    # [start:clock]
     split = w if schedule == "zb-h1" else Fraction(0)
     times = {"F": f / chunks, "B": (b - split) / chunks, "W": split / chunks}
     p, last = stages, stages * chunks - 1
@@ -272,6 +276,7 @@ def simulate(
                     dep = ("B", mb, k + 1) if k < last else ("F", mb, k)
                 if dep is not None and dep not in done:
                     break
+                # start = max(stage free, input ready)
                 start = max(clock[s], done[dep]) if dep is not None else clock[s]
                 clock[s] = start + times[kind]
                 done[(kind, mb, k)] = clock[s]
@@ -281,6 +286,7 @@ def simulate(
         if not progressed:  # pragma: no cover - every order above is deadlock-free
             raise RuntimeError(f"{schedule} order deadlocks: stages wait on each other")
     return Timeline(schedule, tuple(tuple(r) for r in rows))
+    # [end:clock]
 
 
 def _total(per_stage: Callable[[int], Fraction], p: int) -> Fraction:

@@ -52,6 +52,8 @@ class Operator:
     backward: str
 
 
+# [start:operators]
+# key: sequence_parallel; value: (f, g), each with its forward and backward action
 OPERATORS: dict[bool, tuple[Operator, Operator]] = {
     False: (Operator("f", "identity", "all_reduce"), Operator("g", "all_reduce", "identity")),
     True: (
@@ -60,6 +62,7 @@ OPERATORS: dict[bool, tuple[Operator, Operator]] = {
     ),
 }
 """``(f, g)`` without and with sequence parallelism; f enters a block, g leaves it."""
+# [end:operators]
 
 
 def operators(*, sequence_parallel: bool) -> tuple[Operator, Operator]:
@@ -148,10 +151,13 @@ def layer_bytes_sent(
     Raises ``ValueError`` for a size below 1 and ``TypeError`` if
     *sequence_parallel* is not a bool.
     """
-    nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)
+    # [start:layer-bytes]
+    nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)  # b·s·h·bytes
     t = positive_int("tp", tp)
     collectives = layer_collectives(sequence_parallel=sequence_parallel)
+    # Σ ring_bytes_sent = 4 all-reduces · 2(t-1)/t · b·s·h  (or 8 halves: the same sum)
     return sum((ring_bytes_sent(c.op, nbytes, t) for c in collectives), start=Fraction(0))
+    # [end:layer-bytes]
 
 
 def _activation_bytes(seq_len: int, micro_batch_size: int, hidden: int, nbytes: int) -> int:
