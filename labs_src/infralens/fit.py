@@ -68,6 +68,7 @@ def _stage(
     head = m.output_params() + m.norm_params()  # the output layer and the final norm
     edge = (m.embedding_params() if first or p == 1 else 0) + (head if not first or p == 1 else 0)
     params += edge // t
+    # model states = bytes per parameter (d = dp) × parameters this GPU owns
     states = bytes_per_parameter(recipe, dp_size=plan.dp) * params
     gathered = 2 * (edge // t + 2 * m.layer_params() // t) if recipe == "fsdp2" else 0
     buffers = 0
@@ -79,7 +80,7 @@ def _stage(
         root = Unit("root", tuple((n,) for n in ends))
         unit = Unit("layer", ((m.layer_params() // t,),))
         buffers = gradient_buffer_peak(root, [unit] * layers, plan.dp, head_params=1)
-    in_flight = p if first else 1
+    in_flight = p if first else 1  # 1F1B: the first stage holds p micro-batches' activations
     return Breakdown(
         stage="first" if first else "last",
         model_states=-(-states.numerator // states.denominator),

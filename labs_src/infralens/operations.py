@@ -134,6 +134,7 @@ def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
                 raise ValueError(f"rank {rank} records sequence number {e.seq} twice")
             seen[e.seq] = e
         by_rank[rank] = seen
+    # [start:walk]
     # PyTorch numbers a group's collectives from 1: a rank with no record started none
     last = {r: max(s, default=0) for r, s in by_rank.items()}
     firsts = [min(s) for s in by_rank.values() if s]
@@ -146,6 +147,7 @@ def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
             ref = present[min(present)] if present else CollectiveRecord(seq, "", 0)
             return Hang(seq, ref.op, ref.nbytes, missing, waiting, len(kinds) > 1)
     return None
+    # [end:walk]
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ def find_straggler(
             f"compute_s, comm_s and groups must cover the same ranks once each: "
             f"{ranks}, {sorted(comm)}, {flat}"
         )
+    # [start:verdict]
+    # 1. slow rank: compute > ratio × the others' median, and its peers wait longer than it
     if len(ranks) > 1:
         slow = max(ranks, key=lambda r: compute[r])
         typical = median(compute[r] for r in ranks if r != slow)
@@ -221,6 +225,7 @@ def find_straggler(
                 f"rank {slow} computes {round(compute[slow], 3)} s against a median of "
                 f"{round(typical, 3)} s; its group waits {round(waiting, 3)} s in collectives",
             )
+    # 2. slow link: one group's collectives > ratio × the other groups', its compute normal
     if len(members) > 1:
         medians = [median(comm[r] for r in g) for g in members]
         worst = max(range(len(members)), key=lambda i: medians[i])
@@ -234,3 +239,4 @@ def find_straggler(
                 f"against {round(others, 3)} s elsewhere; it computes {round(group_compute, 3)} s",
             )
     return Straggler("none", (), "no rank computes slowly and no group's collectives stand out")
+    # [end:verdict]

@@ -63,6 +63,7 @@ _RECIPE_LIST = (
         "arXiv 1910.02054, Section 3.1: 2Ψ + 2Ψ + KΨ with K = 12",
         (Buffer("fp16 parameters", 2, False), Buffer("fp16 gradients", 2, False), *_adam(False)),
     ),
+    # [start:megatron-recipes]
     Recipe(
         "megatron-bf16",
         f"Megatron-Core bf16, {MEGATRON}",
@@ -83,6 +84,7 @@ _RECIPE_LIST = (
         " the fp32 main_grad and sharded fp32 master/Adam state as in megatron-bf16-distopt",
         (Buffer("fp8 parameters", 1, False), Buffer("fp32 main_grad", 4, False), *_adam(True)),
     ),
+    # [end:megatron-recipes]
     Recipe(
         "fsdp2",
         "FSDP2 fully_shard, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), " + TORCH,
@@ -145,7 +147,10 @@ def recipe_bytes(recipe: str, *, dp_size: int = 1) -> Fraction:
     """
     name = check_choice("recipe", recipe, tuple(RECIPES))
     d = positive_int("dp_size", dp_size)
+    # [start:recipe-sum]
+    # bytes per parameter = Σ replicated nbytes + Σ sharded nbytes / d
     return sum(
         (Fraction(b.nbytes, d if b.sharded else 1) for b in RECIPES[name].buffers),
         start=Fraction(0),
     )
+    # [end:recipe-sum]
