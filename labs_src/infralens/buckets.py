@@ -197,11 +197,13 @@ def ddp_rebuilt_buckets(
             "dtypes must hold one label per tensor: "
             f"{len(dtypes)} labels for {len(sizes_bytes)} sizes"
         )
+    # [start:rebuild]
     kinds = None if dtypes is None else [dtypes[i] for i in ready_order]
     closed, leftover = _walk(
         [sizes_bytes[i] for i in ready_order], ddp_bucket_limits(bucket_cap_mb), kinds, ready_order
     )
-    return closed + leftover
+    return closed + leftover  # closing order: bucket 0 is reduced first
+    # [end:rebuild]
 
 
 @dataclass(frozen=True)
@@ -256,6 +258,7 @@ def overlap(
     n = positive_int("world_size", world_size)
     bandwidth = positive_int("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     alpha = Fraction(nonnegative_number("latency_s", latency_s))
+    # [start:overlap]
     ready: list[Fraction] = []
     clock = Fraction(0)
     for i, t in enumerate(backward_seconds):
@@ -266,6 +269,8 @@ def overlap(
     for bucket in assign_buckets(grad_bytes, bucket_limits):
         start = max(ready[max(bucket)], free_at)
         nbytes = sum(grad_bytes[i] for i in bucket)
+        # t = alpha + 2 (n-1)/n * bytes / bandwidth
         free_at = start + alpha + ring_bytes_sent("all_reduce", nbytes, n) / bandwidth
         spans.append((start, free_at))
     return Overlap(backward_end=clock, allreduce_spans=tuple(spans))
+    # [end:overlap]

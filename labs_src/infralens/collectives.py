@@ -200,6 +200,7 @@ def bus_bandwidth_factor(op: str, world_size: int) -> Fraction:
     n = positive_int("world_size", world_size)
     if op in ("broadcast", "reduce"):
         return Fraction(1)
+    # a ring pass sends n - 1 chunks of S/n; all-reduce = RS pass + AG pass
     per_pass = Fraction(n - 1, n)
     return 2 * per_pass if op == "all_reduce" else per_pass
 

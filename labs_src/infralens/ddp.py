@@ -107,6 +107,7 @@ def ddp_gradients(
     if len(per_rank_samples) == 0:
         raise ValueError("per_rank_samples must hold at least one rank, got 0")
     local = [[mean_squared_error_grad(weight, s)] for s in per_rank_samples]
+    # g = (g_0 + ... + g_{n-1}) / n: the only exchange between ranks
     summed = all_reduce(local)
     return [Fraction(row[0]) / len(per_rank_samples) for row in summed]
 
@@ -147,6 +148,7 @@ class DataParallelStep:
             positive_int(name, getattr(self, name))
         positive_int("bytes_per_grad", self.bytes_per_grad)
 
+    # [start:step-cost]
     @property
     def global_batch_size(self) -> int:
         """Samples per optimizer step (see :func:`infralens.batch.global_batch_size`)."""
@@ -170,3 +172,4 @@ class DataParallelStep:
         """
         once = ring_bytes_sent("all_reduce", self.gradient_bytes, self.dp_size)
         return once if no_sync else once * self.grad_accum_steps
+        # [end:step-cost]

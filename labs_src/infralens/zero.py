@@ -91,6 +91,7 @@ def model_states(
     shard = padded_shard_size(psi, positive_int("dp_size", dp_size))
     k = positive_int("optimizer_multiplier", optimizer_multiplier)
     s = _stage(stage)
+    # sharded from stage 1: optimizer; from 2: gradients; from 3: parameters
     return ModelStates(
         parameters=PARAM_BYTES * (shard if s >= 3 else psi),
         gradients=GRAD_BYTES * (shard if s >= 2 else psi),
