@@ -207,6 +207,7 @@ class System:
         return self.nic_bits_per_s // 8
 
 
+# [start:systems]
 SYSTEMS: dict[str, System] = {
     # DGX A100 datasheet: 8 A100, 8 single-port ConnectX-6 200 Gb/s HDR InfiniBand.
     "dgx-a100": System(
@@ -231,6 +232,7 @@ SYSTEMS: dict[str, System] = {
         "GB200 NVL72", GPUS["b200-gb200"], 4, 72, 4, 400 * GB, True, "InfiniBand NDR"
     ),
 }
+# [end:systems]
 """Node designs by key, as :meth:`infralens.topology.Cluster.from_node_shape` takes them."""
 
 

@@ -150,8 +150,11 @@ def seventy_b_on_64_gpus() -> Scenario:
         global_batch_size=512,
     )
     sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
-    step = sheet.step
-    assert step is not None  # fill_worksheet always prices the step
+    half_tp = fill_worksheet(ParallelPlan(tp=4, pp=8, dp=2), cluster, work)
+    step, alt = sheet.step, half_tp.step
+    assert step is not None and alt is not None  # fill_worksheet always prices the step
+    # share of a term = its seconds / the step's seconds; the largest share sets the step
+    share = {name: seconds / step.seconds for name, seconds in step.breakdown.items()}
     return Scenario(
         "A 70B model on 64 GPUs",
         f"Model states alone are {_gb(model_state_bytes(psi, dp_size=1, stage=0))} with "
@@ -159,14 +162,13 @@ def seventy_b_on_64_gpus() -> Scenario:
         "I split each layer's matrices over 8 GPUs with tensor parallelism, split depth into "
         "4 pipeline stages, and shard optimizer state over the 2 data-parallel replicas with "
         f"ZeRO-1, which leaves about {_gb(sheet.memory_bytes)} per GPU",
-        "Tensor-parallel all-reduces run four times per layer per micro-batch inside a node "
-        "on NVLink; pipeline send/recv and the data-parallel reduce-scatter cross nodes on the "
-        "network, once per micro-batch and once per step",
-        f"The step is compute-bound: about {step.seconds:.0f} s, {step.mfu:.0%} MFU, "
-        f"{step.days(2 * 10**12):.0f} days for 2T tokens; exposed TP traffic is "
-        f"{step.breakdown.tp / step.seconds:.0%} of it and the bubble "
-        f"{float(sheet.bubble_fraction):.1%} with {sheet.microbatches} micro-batches, so a "
-        "smaller TP group with an interleaved pipeline is the first thing to try",
+        "With sequence parallelism, four all-gathers and four reduce-scatters per layer per "
+        "micro-batch stay inside a node on NVLink; pipeline send/recv and the data-parallel "
+        "reduce-scatter cross nodes on the network, once per micro-batch and once per step",
+        f"Compute sets the step: {share['compute']:.0%} of its {step.seconds:.0f} s. Exposed "
+        f"TP traffic is the next term, {share['tp']:.0%}, the bubble only "
+        f"{share['pp_bubble']:.1%}, so halving TP to 4 with 8 stages is the first thing to "
+        f"try: {alt.seconds:.0f} s per step at {_gb(half_tp.memory_bytes)} per GPU",
         "I would confirm first-stage memory with max_memory_allocated and compare one step's "
         "profile with the estimate: GEMM time against exposed NCCL time on the compute stream",
     )
@@ -215,18 +217,23 @@ def long_context_out_of_memory() -> Scenario:
         )
 
     short, long = layer(4096), layer(32768)
+    # no stored scores: Megatron's selective recomputation, or a fused kernel's footprint
+    linear = layer(32768, recompute="selective")
     fixed = layer(32768, sequence_parallel=True, recompute="selective")
     return Scenario(
         "A long-context run out of activation memory",
         f"Going from 4K to 32K tokens raises activations per layer from {_gb(short)} to "
-        f"{_gb(long)}, because attention scores grow with the square of the sequence",
-        "Sequence parallelism splits the activations that tensor parallelism leaves replicated, "
-        f"and selective recomputation drops the attention scores, bringing a layer to {_gb(fixed)}",
+        f"{_gb(long)}, because this run's attention stores its scores, which grow with the "
+        f"square of the sequence; without them the layer would need {_gb(linear)}",
+        "A fused attention kernel such as FlashAttention never stores the scores, and sequence "
+        "parallelism splits the activations that tensor parallelism leaves replicated, "
+        f"bringing a layer to {_gb(fixed)}",
         "Sequence parallelism turns each tensor-parallel all-reduce into a reduce-scatter and an "
         "all-gather of the same bytes inside the node on NVLink; context parallelism would add "
         "K/V exchange",
-        "Recomputing attention costs extra forward compute, and context parallelism across nodes "
-        "would put per-layer communication on the slow network",
+        "The fused kernel recomputes the scores block by block in backward, extra compute "
+        "instead of memory, and context parallelism across nodes would put per-layer "
+        "communication on the slow network",
         "I would compare max_memory_allocated per layer before and after, and check the step "
         "time and MFU to see what recomputation costs",
     )

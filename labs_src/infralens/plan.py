@@ -73,6 +73,7 @@ class ParallelPlan:
         return self.tp * self.cp * self.dp * self.pp
 
     def _strides(self) -> dict[str, int]:
+        # stride(axis) = product of the degrees before it in the order
         strides, step = {}, 1
         for axis in self.order.split("-"):
             strides[axis] = step
@@ -91,6 +92,7 @@ class ParallelPlan:
         if r >= self.world_size:
             raise ValueError(f"rank must be < world_size {self.world_size}, got {r}")
         strides = self._strides()
+        # coordinate = (rank // stride) % degree, for each axis of the order
         out = {axis: r // strides[axis] % getattr(self, axis) for axis in AXES[:4]}
         out["ep"] = out["dp"] % self.ep
         return out
@@ -127,6 +129,7 @@ class ParallelPlan:
         """
         if axis not in AXES:
             raise ValueError(f"axis must be one of {', '.join(AXES)}; got {describe(axis)}")
+        # one group per setting of the other axes' coordinates
         found: dict[tuple[int, ...], list[int]] = {}
         for r in range(self.world_size):
             c = self.coords(r)

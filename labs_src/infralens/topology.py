@@ -121,6 +121,7 @@ class Cluster:
     @property
     def domain_size(self) -> int:
         """GPUs per NVLink domain: the node, or the design's larger fabric (GB200 NVL72)."""
+        # a DGX: the node; an NVL72: 18 trays, scaled if a tray is partly used
         if self.system.nvlink_domain > self.system.gpus_per_node:
             return self.system.nvlink_domain // self.system.gpus_per_node * self.gpus_per_node
         return self.gpus_per_node
@@ -134,6 +135,7 @@ class Cluster:
     def inter(self) -> LinkTier:
         """The network tier: one GPU's share of its node's adapters, per direction."""
         s = self.system
+        # one GPU's share = adapters per node x bytes/s per adapter / GPUs per node
         return LinkTier("network", s.nics_per_node * s.nic_bytes_per_s // s.gpus_per_node)
 
     def node_of(self, rank: int) -> int:

@@ -1,0 +1,62 @@
+"""Lab 09 figure: where the 70B scenario's step goes, term by term, and for the plan it tries next.
+
+The workload of ``infralens.interview.seventy_b_on_64_gpus`` (Llama 2
+70B-shaped, 4,096 tokens, global batch 512) on eight DGX H100 nodes, priced
+by the Lab 12 worksheet's step model for TP 8 x PP 4 x DP 2 and for
+TP 4 x PP 8 x DP 2.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from _draw import PALETTE
+
+from infralens.design import Workload, fill_worksheet
+from infralens.plan import ParallelPlan
+from infralens.topology import Cluster
+
+cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+work = Workload(
+    num_params=68_976_648_192,
+    layers=80,
+    hidden=8192,
+    heads=64,
+    seq_len=4096,
+    micro_batch_size=1,
+    global_batch_size=512,
+)
+plans = [("TP 8, PP 4, DP 2", ParallelPlan(tp=8, pp=4, dp=2))]
+plans.append(("TP 4, PP 8, DP 2", ParallelPlan(tp=4, pp=8, dp=2)))
+NAMES = {"compute": "compute", "tp": "exposed TP", "pp_bubble": "PP bubble"}
+
+fig, ax = plt.subplots(figsize=(7.0, 2.3))
+for row, (_label, plan) in enumerate(plans):
+    step = fill_worksheet(plan, cluster, work).step
+    assert step is not None
+    left = 0.0
+    for name, seconds in step.breakdown.items():
+        if seconds <= 0:
+            continue
+        colour = PALETTE[list(NAMES).index(name)] if name in NAMES else "0.55"
+        ax.barh(row, seconds, left=left, color=colour, edgecolor="white", linewidth=0.5)
+        share = seconds / step.seconds
+        if share > 0.1:
+            ax.text(
+                left + seconds / 2,
+                row,
+                f"{NAMES[name]}\n{seconds:.1f} s, {share:.0%}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white",
+            )
+        left += seconds
+    ax.text(left + 0.3, row, f"{step.seconds:.1f} s", va="center", fontsize=7)
+ax.set_yticks(range(len(plans)), [p[0] for p in plans], fontsize=7)
+ax.invert_yaxis()
+ax.set_xlim(0, 33)
+ax.set_xlabel("seconds per step (the terms add up to the step)", fontsize=7)
+ax.tick_params(labelsize=7)
+ax.bar(0, 0, color=PALETTE[2], label="PP bubble")
+ax.bar(0, 0, color="0.55", label="PP send/recv, DP, optimizer")
+ax.legend(fontsize=6.5, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2)
