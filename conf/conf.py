@@ -240,9 +240,16 @@ def _step_validation() -> str:
     return markdown_report([check_run(r) for r in runs])
 
 
+def _lab12_worksheet() -> str:
+    from infralens.plan_file import worksheet_page
+
+    return worksheet_page(ROOT / "labs_src" / "starters" / "parallelism_plan.yaml")
+
+
 GENERATED = {
     "nccl_validation.md": _nccl_validation,
     "step_validation.md": _step_validation,
+    "lab12_worksheet.md": _lab12_worksheet,
 }
 
 
