@@ -246,10 +246,17 @@ def _cheatsheet() -> str:
     return cheatsheet_markdown()
 
 
+def _lab12_worksheet() -> str:
+    from infralens.plan_file import worksheet_page
+
+    return worksheet_page(ROOT / "labs_src" / "starters" / "parallelism_plan.yaml")
+
+
 GENERATED = {
     "nccl_validation.md": _nccl_validation,
     "step_validation.md": _step_validation,
     "cheatsheet.md": _cheatsheet,
+    "lab12_worksheet.md": _lab12_worksheet,
 }
 
 

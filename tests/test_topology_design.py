@@ -12,6 +12,7 @@ from infralens.hardware import SYSTEMS
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
 from infralens.topology import Cluster, parse_node_shape
+from infralens.worksheet import STEP_TERMS
 
 GB = 10**9
 H100 = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
@@ -124,3 +125,60 @@ def test_llama3_figure_5_placement() -> None:
     assert [plan.groups(axis)[0] for axis in ("tp", "cp", "pp", "dp")] == [
         [0, 1], [0, 2], [0, 4], [0, 8]
     ]  # fmt: skip
+
+
+def _table(text: str, header: str) -> list[list[str]]:
+    """The body rows of the pipe table whose header row starts with *header*, as cells."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_lab12_worksheet_page_holds_both_tables_with_the_packages_numbers() -> None:
+    from infralens.plan_file import load_plan_file, worksheet_page
+
+    starter = (
+        Path(__file__).resolve().parents[1] / "labs_src" / "starters" / "parallelism_plan.yaml"
+    )
+    text = worksheet_page(starter)  # what the handbook's build writes to _generated/
+    plan, cluster, work = load_plan_file(starter)
+    assert work is not None
+    sheet = fill_worksheet(plan, cluster, work)
+    assert sheet.step is not None
+
+    axes = _table(text, "Axis")
+    assert [row[0] for row in axes] == [
+        {"zero": "FSDP/ZeRO"}.get(r.axis, r.axis.upper()) for r in sheet.axes
+    ]
+    for row, axis in zip(axes, sheet.axes, strict=True):
+        assert int(row[1]) == axis.degree
+        group = plan.groups("dp" if axis.axis == "zero" else axis.axis)[0]
+        assert row[2].startswith({"nvlink": "NVLink", "network": "network"}[axis.placement])
+        assert str(group[-1]) in row[2] and axis.reason == row[3]
+
+    comms = _table(text, "Communication")
+    priced = [r for r in sheet.comms if r.axis != "compute"]
+    assert len(comms) == len(priced) >= 5  # TP gather + scatter, PP send/recv, DP scatter + gather
+    for row, r in zip(comms, priced, strict=True):
+        assert row[0].startswith(r.axis.upper())
+        assert float(row[3].replace(",", "")) == pytest.approx(
+            float(r.bytes_per_step) / GB, abs=0.005
+        )
+        assert float(row[4]) == pytest.approx(float(r.seconds_per_step), abs=0.0005)
+        assert row[5]  # every row names its risk in words
+
+    terms = dict((row[0], row[1:]) for row in _table(text, "Term"))
+    step = sheet.step
+    for name, seconds in step.breakdown.items():
+        if seconds > 0:
+            shown, share = terms[STEP_TERMS[name]]
+            assert float(shown) == pytest.approx(seconds, abs=0.005)
+            assert float(share.rstrip("%")) == pytest.approx(100 * seconds / step.seconds, abs=0.05)
+    largest = max(step.breakdown.items(), key=lambda kv: kv[1])[0]
+    assert f"which bounds the step: {STEP_TERMS[largest]}" in text
+    assert f"{sheet.memory_bytes / GB:.1f} GB of 80 GB" in text

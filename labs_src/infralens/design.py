@@ -121,6 +121,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
         schedule=work.schedule, chunks=work.chunks, zero_stage=work.zero_stage,
         check_memory=False,
     )  # fmt: skip
+    # [start:axes]
     axes = []
     for axis in ("tp", "cp", "pp", "dp"):
         if axis == "cp" and plan.cp == 1:
@@ -130,15 +131,18 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     sharded = plan.dp if work.zero_stage else 1
     axes.append(AxisRow("zero", sharded, axes[-1].placement if sharded > 1 else "none",
                         f"ZeRO-{work.zero_stage}: " + REASONS["zero"]))  # fmt: skip
+    # [end:axes]
     compute = Fraction(step.breakdown.compute)
     comms = [CommRow("compute", "GEMMs and attention", "every micro-batch", "GPU", Fraction(0),
                      compute, "the largest term when the plan is sound")]  # fmt: skip
+    # [start:traffic]
     for axis in ("tp", "cp", "pp", "dp"):
         degree = getattr(plan, axis)
         if degree == 1:
             continue
         link, group = _slowest(plan, axis, cluster)
         calls: list[tuple[str, int, int]] = []  # (collective, bytes, calls per step)
+        # TP: S = b·s·h·e bytes a call; per layer 2 of each forward, 2 backward
         if axis == "tp" and work.sequence_parallel:  # as infralens.step prices it
             calls.append(("all_gather", b * s * h * e, 4 * stage_layers * m))
             calls.append(("reduce_scatter", b * s * h * e, 4 * stage_layers * m))
@@ -146,9 +150,9 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
             calls.append(("all_reduce", b * s * h * e, 4 * stage_layers * m))
         elif axis == "cp":
             calls.append(("all_gather", 2 * b * work.seq_len * h * e, 2 * stage_layers * m))
-        elif axis == "pp":
+        elif axis == "pp":  # an activation forward, a gradient back
             calls.append(("send_recv", b * s * h * e, 2 * m))
-        else:
+        else:  # DP: the shard once a step (ZeRO-3: a call per layer)
             for op, _ in step_collectives(work.zero_stage):
                 calls.append((op, params * e, stage_layers if work.zero_stage == 3 else 1))
         for op, nbytes, count in calls:
@@ -160,9 +164,10 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
             elif axis == "dp" and work.zero_stage == 3:
                 sent = ring_bytes_sent(op, nbytes, degree)
                 seconds = Fraction(predict(op, nbytes // count, cluster, group).seconds) * count
-            else:
+            else:  # a ring sends (n − 1)/n · S per call
                 sent = ring_bytes_sent(op, nbytes, degree) * count
                 seconds = Fraction(predict(op, nbytes, cluster, group).seconds) * count
+            # [end:traffic]
             risk = (
                 f"bubble {float(bubble):.1%} of ideal compute"
                 if axis == "pp"

@@ -199,6 +199,7 @@ def classify(
         others = [compute[r] for r in range(trace.world_size) if r != slowest]
         typical = median(others)
         waiting = median(comm[r] for r in range(trace.world_size) if r != slowest)
+        # straggler: c_slowest > ratio · median(c_others), and the others wait longer than it
         if compute[slowest] > straggler_ratio * typical and waiting > comm[slowest]:
             return Diagnosis(
                 "straggler",
@@ -209,6 +210,7 @@ def classify(
     if not any(step):
         raise ValueError("trace records all take 0 s: nothing to classify")
     step = [s or 1.0 for s in step]  # an idle rank (0 s) contributes share 0, not 0/0
+    # share = seconds / step on each rank, median over ranks: data wait first, then collectives
     share_wait = median(w / s for w, s in zip(wait, step, strict=True))
     if share_wait > stall_fraction:
         return Diagnosis("input-pipeline stall", None, f"data wait is {share_wait:.0%} of the step")
@@ -272,6 +274,7 @@ COLLECT_FIRST: Sequence[tuple[str, str]] = (
 )
 """(what to collect, what it shows): gather these before restarting, from all ranks."""
 
+# [start:checklist]
 FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
     (
         "hang or NCCL timeout",
@@ -306,3 +309,4 @@ FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
     ),
 )
 """(failure, what to read first, why rank 0's log is not enough)."""
+# [end:checklist]

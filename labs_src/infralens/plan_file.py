@@ -33,6 +33,7 @@ from infralens._validate import describe, positive_int
 from infralens.design import Workload, fill_worksheet, render_markdown
 from infralens.plan import AXES, FREQUENCY, ParallelPlan
 from infralens.topology import Cluster
+from infralens.worksheet import worksheet_tables
 
 __all__ = [
     "MAX_PLAN_BYTES",
@@ -40,6 +41,7 @@ __all__ = [
     "TOP_KEYS",
     "load_plan_file",
     "parse_plan",
+    "worksheet_page",
 ]
 
 MAX_PLAN_BYTES = 2**20
@@ -175,6 +177,26 @@ def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | 
     except RecursionError:
         raise ValueError(f"plan file {shown} nests too deeply") from None
     return parse_plan(data)
+
+
+@typed
+def worksheet_page(path: str | Path) -> str:
+    """The filled worksheet of a plan file with a ``training`` section, as MyST tables.
+
+    The handbook writes Lab 12's worksheet with this at build time, so its
+    numbers are the package's (:func:`infralens.worksheet.worksheet_tables`).
+
+    >>> text = worksheet_page("labs_src/starters/parallelism_plan.yaml")
+    >>> [row.split(" | ")[0] for row in text.splitlines() if row.startswith("| TP ")]
+    ['| TP', '| TP all-gather', '| TP reduce-scatter']
+
+    Raises ``ValueError`` as :func:`load_plan_file` does, or if the file has
+    no ``training`` section.
+    """
+    plan, cluster, work = load_plan_file(path)
+    if work is None:
+        raise ValueError(f"plan file {describe(str(path), 80)} has no 'training' section")
+    return worksheet_tables(fill_worksheet(plan, cluster, work))
 
 
 def _label(coords: Mapping[str, int]) -> str:
