@@ -137,11 +137,13 @@ def _shape(cluster: Cluster, ranks: Iterable[int] | None) -> _Shape:
         raise ValueError("ranks must not repeat a rank")
     counts = Counter(cluster.domain_of(r) for r in group)
     per_domain, fewest = max(counts.values()), min(counts.values())
+    # [start:adapters]
     s = cluster.system
     nics_per_gpu = Fraction(s.nics_per_node, s.gpus_per_node)
     nics_in_domain = nics_per_gpu * cluster.domain_size
-    # a domain's share of the traffic leaves through the adapters of its group members
+    # a domain's traffic leaves through the adapters of its group members
     usable = min(nics_in_domain, Fraction(max(1, math.ceil(fewest * nics_per_gpu))))
+    # channels spread over them: net = usable adapters · line rate · efficiency
     return _Shape(
         n=len(group),
         domains=len(counts),
@@ -151,6 +153,7 @@ def _shape(cluster: Cluster, ranks: Iterable[int] | None) -> _Shape:
         net=float(usable) * s.nic_bytes_per_s / 1e9 * NET_EFFICIENCY,
         net_gpu=float(max(Fraction(1), nics_per_gpu)) * s.nic_bytes_per_s / 1e9 * NET_EFFICIENCY,
     )
+    # [end:adapters]
 
 
 def _ring_bus(g: _Shape) -> float:
@@ -184,23 +187,24 @@ def _latency_us(op: str, algorithm: str, proto: int, g: _Shape) -> float:
 
 
 def _algbw(op: str, algorithm: str, proto: int, g: _Shape, arch: str) -> float:
-    """Algorithm bandwidth in GB/s, following tuning.cc's bus-to-algorithm conversion."""
+    """Algorithm bandwidth in GB/s, from bus bandwidth as tuning.cc converts it."""
     if algorithm == "p2p":
         if op == "send_recv":  # each rank sends its buffer to the next rank
             return g.net_gpu if g.domains > 1 else g.nvlink
-        # all-to-all: 1/n of the buffer to each peer, concurrently; the peers in other
-        # domains are reached through this GPU's own adapter, those inside over NVLink
+        # all-to-all: 1/n of the buffer to each peer at once; the peers in other
+        # domains through this GPU's own adapter, those inside over NVLink
         inter = (g.n - g.per_domain) / g.n / g.net_gpu
         intra = (g.per_domain - 1) / g.n / g.nvlink
         return 1 / max(inter, intra)
-    # Between two domains a tree sends each byte over the network once each way where a
-    # ring sends it twice: NCCL prices trees on two nodes with the intra-node bandwidth
-    # and doubles NVLSTree's network bandwidth there (tuning.cc).
+    # Between two domains a tree sends each byte over the network once each
+    # way where a ring sends it twice: NCCL prices trees on two nodes with the
+    # intra-node bandwidth and doubles NVLSTree's network bandwidth (tuning.cc).
     net_tree = g.net * (2 if g.domains <= 2 else 1)
     if algorithm in ("nvls", "nvls_tree"):
-        # Every GPU's NVLink carries about its whole buffer each way, so NVLS's algbw is
-        # a share of one GPU's NVLink (the tuner's 2n/(2(n-1)) credit is not used).
+        # Every GPU's NVLink carries about its whole buffer each way, so NVLS's
+        # algbw is a share of one GPU's NVLink (not the tuner's 2n/(2(n-1))).
         nvls = g.nvlink * NVLS_EFFICIENCY[arch]
+        # all-gather only multicasts, reduce-scatter only reduces: (ppn-1)/ppn
         if op != "all_reduce":
             return nvls * (g.per_domain - 1) / g.per_domain
         if algorithm == "nvls_tree":
@@ -209,11 +213,14 @@ def _algbw(op: str, algorithm: str, proto: int, g: _Shape, arch: str) -> float:
     ll_max = _LL_MAX_GBPS[arch if g.domains == 1 else min(g.domains, 3)]
     if algorithm == "tree":
         bus = min(g.nvlink, net_tree) * 0.92
+        # LL: tuner's 1/3.8; LL128: 120 data bytes per 128-byte line; Simple: all
         bus = (min(bus / 3.8, ll_max), bus * 120 / 128, bus)[proto]
         return bus * 0.5
     bus = _ring_bus(g)
+    # LL: 4 flag bytes in 8; LL128: the tuner's 0.92 (the line keeps 120/128)
     bus = (min(bus * 0.5, ll_max), bus * 0.92, bus)[proto]
     nsteps = {"all_reduce": 2 * (g.n - 1), "all_gather": g.n - 1, "reduce_scatter": g.n - 1}
+    # algbw = busbw · n / steps: n / (2(n - 1)) for an all-reduce
     return bus * g.n / nsteps.get(op, g.n)
 
 
@@ -234,6 +241,7 @@ def candidates(op: str, cluster: Cluster, ranks: Iterable[int] | None = None) ->
 
     Raises ``ValueError`` for an unknown op or a bad group.
     """
+    # [start:candidates]
     check_choice("op", op, OPS)
     g = _shape(cluster, ranks)
     if op in ("all_to_all", "send_recv"):
@@ -247,6 +255,7 @@ def candidates(op: str, cluster: Cluster, ranks: Iterable[int] | None = None) ->
         if g.domains > 1 and op == "all_reduce":
             out.append("nvls_tree")
     return out
+    # [end:candidates]
 
 
 def predict(
@@ -297,6 +306,7 @@ def predict(
                 f"{cluster.system.name}; choose from " + ", ".join(repr(a) for a in allowed)
             )
         allowed = [algorithm]
+    # [start:selection]
     if g.n == 1 or n == 0:
         return Prediction(op, n, g.n, allowed[0], "Simple", 0.0, 0.0, 0.0)
     arch = cluster.system.gpu.arch
@@ -304,6 +314,7 @@ def predict(
     for algo in allowed:
         protos = (2,) if algo in ("nvls", "nvls_tree", "p2p") else (0, 1, 2)
         for proto in protos:
+            # time = LATENCY_SCALE · latency + nbytes / algbw, in microseconds
             latency = LATENCY_SCALE * _latency_us(op, algo, proto, g)
             us = latency + n / (1e3 * _algbw(op, algo, proto, g, arch))
             if best is None or us < best[0]:
@@ -313,6 +324,7 @@ def predict(
     algbw = n / seconds / 1e9
     factor = 1 if op == "send_recv" else float(bus_bandwidth_factor(op, g.n))
     return Prediction(op, n, g.n, best[1], best[2], seconds, algbw, algbw * factor)
+    # [end:selection]
 
 
 def bus_bandwidth(

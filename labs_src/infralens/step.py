@@ -247,6 +247,7 @@ def estimate(
                 f"{over / 1e9:.1f} GB over the {gpu.hbm_bytes / 1e9:.0f} GB of HBM"
             )
 
+    # [start:compute]
     kernel = check_choice("attention", attention, ATTENTION_KERNELS)
     stack = "pytorch" if zero_stage == 3 else "megatron"
     t_mb, attn = comm.microbatch_compute(
@@ -254,9 +255,12 @@ def estimate(
         sequence_parallel=sequence_parallel, recompute=mode, stack=stack, kernel=kernel,
         elementwise=kernels,
     )  # fmt: skip
+    # compute = m × (GEMMs at the ceiling + attention + element-wise kernels)
     compute = n_mb * t_mb
     layers = m.layers / plan.pp
+    # [end:compute]
 
+    # [start:exposed]
     # TP: the collectives between GEMMs; act is the whole b·(s/cp)·h buffer.
     act = b * (s // plan.cp) * m.hidden * comm.BF16
     tp_group = group_of(plan, "tp")
@@ -279,13 +283,16 @@ def estimate(
     pp_bubble = pp_p2p = 0.0
     if plan.pp > 1:
         work = compute + tp + cp
+        # bubble = (p - 1) / (v·m) of the work the stage does
         pp_bubble = float(bubble_fraction(stages=plan.pp, microbatches=n_mb, chunks=v)) * work
         pp_p2p = comm.pipeline_p2p(
             act, cluster, group_of(plan, "pp")[:2], tp_group,
             sends=2 * n_mb if sched == "1f1b" else plan.pp - 1,
             sequence_parallel=sequence_parallel, scatter_gather=scatter,
         )  # fmt: skip
+    # [end:exposed]
 
+    # [start:dp]
     # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16.
     local = m.num_params() / (plan.tp * plan.pp)
     dp = comm.data_parallel(
@@ -296,7 +303,9 @@ def estimate(
 
     shard_params = local / (plan.dp if zero_stage >= 1 else 1)
     optimizer = shard_params * ADAM_BYTES_PER_PARAM / gpu.hbm_bytes_per_s
+    # [end:dp]
 
+    # [start:clock]
     parts = Breakdown(compute, tp, cp, 0.0, pp_bubble, pp_p2p, dp, optimizer)
     seconds = parts.total
     tokens = global_batch_size * s
@@ -315,3 +324,4 @@ def estimate(
         memory_bytes=memory,
         gpus=world,
     )
+    # [end:clock]
