@@ -120,6 +120,7 @@ def reshard_reads(layout: Mapping[str, Sequence[Chunk]], world_size: int) -> lis
         for c in chunks:
             if not isinstance(c, Chunk):
                 raise TypeError(f"layout[{describe(name)}] must hold Chunk, got {describe(c)}")
+        # [start:reshard]
         ordered = sorted(chunks, key=lambda c: c.offset)
         expected = 0
         for c in ordered:
@@ -134,11 +135,13 @@ def reshard_reads(layout: Mapping[str, Sequence[Chunk]], world_size: int) -> lis
         for r in range(m):
             lo, hi = offsets[r], offsets[r] + sizes[r]
             for c in ordered:
+                # overlap = [max(lo, chunk start), min(hi, chunk end)), read if not empty
                 start, stop = max(lo, c.offset), min(hi, c.offset + c.length)
                 if start < stop:
                     reads[r].append(
                         Read(name, c.offset, start - c.offset, start - lo, stop - start)
                     )
+        # [end:reshard]
     return reads
 
 

@@ -176,15 +176,19 @@ def ulysses_bytes(
     Raises ``ValueError`` for a size below 1 or when *seq_len*, *heads* or
     *kv_heads* is not divisible by *cp*, or *heads* by *kv_heads*.
     """
+    # [start:ulysses]
+    # one head of the local buffer: b * (s / cp) * head_dim * e bytes
     per_head = _tokens(seq_len, cp) * _head_bytes(micro_batch, head_dim, bytes_per_element)
     divisible("heads", positive_int("heads", heads), "cp", cp)
     divisible("kv_heads", positive_int("kv_heads", kv_heads), "cp", cp)
     divisible("heads", heads, "kv_heads", kv_heads)
 
     def sent(n_heads: int) -> int:
+        # the all-to-all keeps 1/cp of the buffer at home, sends (cp - 1) / cp
         return int(ring_bytes_sent("all_to_all", per_head * n_heads, cp))
 
     return UlyssesBytes(q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads))
+    # [end:ulysses]
 
 
 @typed

@@ -162,13 +162,16 @@ def all_to_all_bytes(
     Raises ``ValueError`` if *hidden* or *bytes_per_element* < 1, *counts*
     is not square, or a count is negative.
     """
+    # [start:bytes]
     h = positive_int("hidden", hidden) * positive_int("bytes_per_element", bytes_per_element)
     if same_lengths("counts", counts) != len(counts):
         raise ValueError(f"counts must be square (ep x ep), got {len(counts)} rows")
+    # bytes[i] = h * e * sum(counts[i][j] for j != i); the diagonal stays home
     return [
         h * sum(nonnegative_int("counts", c) for j, c in enumerate(row) if j != i)
         for i, row in enumerate(counts)
     ]
+    # [end:bytes]
 
 
 @typed
@@ -214,9 +217,13 @@ def layer_seconds(
     Raises ``ValueError`` for a non-positive rate, a negative load or
     capacity, or experts not divisible by *ep*.
     """
+    # [start:layer-time]
     f = positive_int("flops_per_token", flops_per_token)
     rate = positive_number("flops_per_second", flops_per_second)
     tokens = rank_tokens([nonnegative_int("load", n) for n in load], ep)
+    # with a capacity every expert computes its whole buffer, full or padded
     if capacity is not None:
         tokens = rank_tokens([nonnegative_int("capacity", capacity)] * len(load), ep)
+    # seconds = max over ranks of tokens * flops_per_token / flops_per_second
     return max(tokens) * f / rate
+    # [end:layer-time]

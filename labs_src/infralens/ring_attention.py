@@ -141,6 +141,8 @@ def ring_step(
     Raises ``ValueError`` for a size below 1, *seq_len* not divisible by *cp*,
     *heads* not divisible by *kv_heads*, or a rate that is not positive.
     """
+    # [start:ring-step]
+    # bytes = 2 * b * c * kv_heads * head_dim * e: one K block and one V block
     nbytes = ring_kv_block_bytes(
         seq_len,
         cp,
@@ -151,6 +153,7 @@ def ring_step(
     )
     divisible("heads", positive_int("heads", heads), "kv_heads", kv_heads)
     c = seq_len // cp
+    # flops = 4 * b * c**2 * heads * head_dim (QK^T and PV), halved when causal
     flops = 4 * micro_batch * c * c * heads * head_dim // (2 if causal else 1)
     return RingStep(
         transfers=cp - 1,
@@ -159,6 +162,7 @@ def ring_step(
         compute_s=flops / positive_number("flops_per_s", flops_per_s),
         transfer_s=nbytes / positive_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s),
     )
+    # [end:ring-step]
 
 
 def min_block_tokens(
@@ -184,10 +188,13 @@ def min_block_tokens(
 
     Raises ``ValueError`` for a size below 1 or a rate that is not positive.
     """
+    # [start:min-block]
     a = positive_int("heads", heads)
     kv = positive_int("kv_heads", kv_heads)
     e = positive_int("bytes_per_element", bytes_per_element)
     ratio = positive_number("flops_per_s", flops_per_s) / positive_number(
         "bandwidth_bytes_per_s", bandwidth_bytes_per_s
     )
+    # compute >= transfer when c >= (F / B) * kv * e / (2 * a); twice that if causal
     return ratio * kv * e / (2 * a) * (2 if causal else 1)
+    # [end:min-block]
