@@ -62,6 +62,8 @@ class ArticleText(HTMLParser):
         self.stack.append((tag, role))
 
     def handle_endtag(self, tag: str) -> None:
+        if tag not in {open_tag for open_tag, _ in self.stack}:
+            return  # a stray end tag closes nothing
         while self.stack:
             open_tag, role = self.stack.pop()
             if role == "python" and self._code is not None:
