@@ -29,105 +29,74 @@ def _frac(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
 
-def _zero() -> list[str]:
+def _rows() -> list[tuple[str, str, str]]:
+    """(quantity, formula, worked number) for every line of the sheet."""
+    rows: list[tuple[str, str, str]] = []
     formulas = (
         "$(2 + 2 + K)\\Psi$",
-        "$(2 + 2)\\Psi + K\\Psi/N_d$",
+        "$4\\Psi + K\\Psi/N_d$",
         "$2\\Psi + (2 + K)\\Psi/N_d$",
-        "$(2 + 2 + K)\\Psi/N_d$",
+        "$(4 + K)\\Psi/N_d$",
     )
-    rows = [
-        "| ZeRO stage | Bytes per GPU | 7.5B params, $N_d = 64$ |",
-        "| --- | --- | --- |",
-    ]
     for stage, formula in zip(STAGES, formulas, strict=True):
         gb = model_state_bytes(PSI, dp_size=N_D, stage=stage) / 1e9
-        rows.append(f"| {stage} | {formula} | {gb:.2f} GB |")
+        rows.append((f"Model states, ZeRO-{stage}", formula, f"{gb:.2f} GB (7.5B, $N_d = 64$)"))
     recipes = ", ".join(
         f"{name} {_frac(recipe_bytes(name))}" for name in ("zero-paper", "megatron-bf16", "ddp")
     )
-    return [
-        "**Model states** (mixed-precision Adam, $K = 12$ bytes of optimizer state "
-        "per parameter; GB = $10^9$ bytes):",
-        "",
-        *rows,
-        "",
-        f"Bytes per parameter by recipe, unsharded: {recipes}.",
-    ]
-
-
-def _collectives() -> list[str]:
-    n = 8
-    rows = ["| Collective | busbw / algbw | $n = 8$ |", "| --- | --- | --- |"]
-    shapes = {
-        "all_reduce": "$2(n-1)/n$",
-        "reduce_scatter": "$(n-1)/n$",
-        "all_gather": "$(n-1)/n$",
-        "all_to_all": "$(n-1)/n$",
-        "broadcast": "$1$",
-    }
-    for op, shape in shapes.items():
-        rows.append(f"| {op} | {shape} | {_frac(bus_bandwidth_factor(op, n))} |")
-    return ["**Collectives** (nccl-tests' bus-bandwidth factors):", "", *rows]
-
-
-def _pipeline() -> list[str]:
-    rows = ["| Schedule | Bubble (of ideal compute) | $p = 8$, $m = 32$ |", "| --- | --- | --- |"]
+    rows.append(("Bytes per parameter, by recipe", "unsharded buffers", recipes))
+    ar, rs = bus_bandwidth_factor("all_reduce", 8), bus_bandwidth_factor("reduce_scatter", 8)
+    rows.append(("busbw / algbw, all-reduce", "$2(n-1)/n$", f"{_frac(ar)} ($n = 8$)"))
+    rows.append(("busbw / algbw, reduce-scatter, all-gather, all-to-all", "$(n-1)/n$", _frac(rs)))
     one = bubble_fraction(stages=8, microbatches=32)
     two = bubble_fraction(stages=8, microbatches=32, chunks=2)
-    rows.append(f"| GPipe, 1F1B | $(p-1)/m$ | {_frac(one)} |")
-    rows.append(f"| interleaved, $v$ chunks | $(p-1)/(v\\,m)$ | {_frac(two)} ($v = 2$) |")
-    return ["**Pipeline bubble**:", "", *rows]
-
-
-def _tensor_parallel() -> list[str]:
-    shape = {"seq_len": 4096, "micro_batch_size": 1, "hidden": 8192}
-    sent = {t: layer_bytes_sent(**shape, tp=t, sequence_parallel=True) / 1e6 for t in (2, 4, 8)}
-    per_t = ", ".join(f"$t = {t}$: {mb:.1f} MB" for t, mb in sent.items())
-    return [
-        "**Tensor parallelism**: bytes each rank sends per layer, forward and backward, "
-        "ring algorithms, with or without sequence parallelism: "
-        "$8\\,b\\,s\\,h\\,(t-1)/t$ elements. For $s = 4096$, $h = 8192$, bf16: "
-        f"{per_t}. Halving $t$ cuts it by the $(t-1)/t$ factor only.",
-    ]
-
-
-def _activations() -> list[str]:
+    rows.append(("Bubble, GPipe and 1F1B", "$(p-1)/m$", f"{_frac(one)} ($p = 8$, $m = 32$)"))
+    rows.append(("Bubble, interleaved", "$(p-1)/(v\\,m)$", f"{_frac(two)} ($v = 2$)"))
+    shape = {"seq_len": 4096, "micro_batch_size": 1, "hidden": 8192, "sequence_parallel": True}
+    t8, t4 = (layer_bytes_sent(**shape, tp=t) / 1e6 for t in (8, 4))
+    rows.append(
+        (
+            "TP bytes sent per layer, forward and backward",
+            "$8\\,b\\,s\\,h\\,(t-1)/t$ elements",
+            f"{t8:.1f} MB at $t = 8$, {t4:.1f} MB at $t = 4$ ($s = 4096$, $h = 8192$, bf16)",
+        )
+    )
     kw = {"seq_len": 2048, "micro_batch_size": 1, "hidden": 12288, "heads": 96, "tp": 8}
     none = activation_bytes_per_layer(**kw) / 2**20
     sp = activation_bytes_per_layer(**kw, sequence_parallel=True) / 2**20
     sel = activation_bytes_per_layer(**kw, sequence_parallel=True, recompute="selective") / 2**20
-    return [
-        "**Activations** per layer per GPU (Korthikanti et al., bf16, "
-        "scores materialised): $s\\,b\\,h\\,(10 + 24/t + 5\\,a\\,s/(h\\,t))$ bytes; "
-        "with sequence parallelism $s\\,b\\,h\\,(34/t + 5\\,a\\,s/(h\\,t))$; selective "
-        "recomputation (or FlashAttention, which never stores the scores) drops "
-        "the $5as/(ht)$ term. GPT-3 175B layer, $s = 2048$, $t = 8$: "
-        f"{none:.0f} MiB, {sp:.0f} MiB with SP, {sel:.0f} MiB with SP and selective.",
-    ]
-
-
-def _mfu() -> list[str]:
+    rows.append(
+        (
+            "Activations per layer, scores stored",
+            "$s\\,b\\,h\\,(10 + 24/t + 5as/(ht))$ bytes",
+            f"{none:.0f} MiB (GPT-3 175B, $s = 2048$, $t = 8$)",
+        )
+    )
+    rows.append(("with sequence parallelism", "$s\\,b\\,h\\,(34/t + 5as/(ht))$", f"{sp:.0f} MiB"))
+    rows.append(("with SP and selective recomputation", "$34\\,s\\,b\\,h/t$", f"{sel:.0f} MiB"))
     model = PRESETS["llama3-70b"]
     per_token = model_flops_per_token(model, seq_len=8192)
     peak = GPUS["h100-sxm5-80gb"].bf16_flops
     tokens_per_s = 800.0  # an illustrative rate, not a measurement
     util = mfu(per_token * tokens_per_s, peak)
-    return [
-        "**MFU** (PaLM, Appendix B): model FLOPs per token $6N + 12\\,L\\,h\\,s$, times "
-        "tokens per second per GPU, over the **dense** peak. Llama 3 70B at "
-        f"$s = 8192$: {per_token / 1e12:.3f} TFLOP per token; at an illustrative "
-        f"{tokens_per_s:.0f} tokens/s per H100 ({peak / 1e12:.0f} TFLOP/s dense) that is MFU "
-        f"{util:.2f}. Recomputation raises HFU, never MFU.",
-    ]
-
-
-def _batch() -> list[str]:
+    rows.append(
+        (
+            "Model FLOPs per token",
+            "$6N + 12\\,L\\,h\\,s$",
+            f"{per_token / 1e12:.3f} TFLOP (Llama 3 70B, $s = 8192$)",
+        )
+    )
+    rows.append(
+        (
+            "MFU",
+            "FLOPs per token × tokens/s ÷ dense peak",
+            f"{util:.2f} at an illustrative {tokens_per_s:.0f} tokens/s per H100 "
+            f"({peak / 1e12:.0f} TFLOP/s)",
+        )
+    )
     g = global_batch_size(micro_batch_size=2, grad_accum_steps=8, dp_size=64)
-    return [
-        "**Global batch** $= b \\times$ accumulation steps $\\times d$: "
-        f"$2 \\times 8 \\times 64 = {g}$ sequences.",
-    ]
+    rows.append(("Global batch", "$b \\times$ accumulation $\\times d$", f"{g} ($2, 8, 64$)"))
+    return rows
 
 
 RULES = [
@@ -144,14 +113,12 @@ RULES = [
 
 def cheatsheet_markdown() -> str:
     """The sheet's MyST text, every number computed by the package."""
-    blocks = [
-        _zero(),
-        _collectives(),
-        _pipeline(),
-        _tensor_parallel(),
-        _activations(),
-        _mfu(),
-        _batch(),
-        RULES,
+    lines = [
+        "$K = 12$ bytes of optimizer state per parameter (mixed-precision Adam); "
+        "GB = $10^9$ bytes, MiB = $2^{20}$; bf16 activations.",
+        "",
+        "| Quantity | Formula | Worked number |",
+        "| --- | --- | --- |",
     ]
-    return "\n\n".join("\n".join(block) for block in blocks) + "\n"
+    lines += [f"| {q} | {f} | {n} |" for q, f, n in _rows()]
+    return "\n".join([*lines, "", *RULES]) + "\n"

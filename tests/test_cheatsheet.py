@@ -20,8 +20,8 @@ def test_the_sheet_quotes_the_package() -> None:
     sheet = cheatsheet_markdown()
     for stage in range(4):
         gb = model_state_bytes(7_500_000_000, dp_size=64, stage=stage) / 1e9
-        assert f"| {stage} |" in sheet and f"{gb:.2f} GB" in sheet
-    assert f"| all_reduce | $2(n-1)/n$ | {bus_bandwidth_factor('all_reduce', 8)} |" in sheet
+        assert f"| Model states, ZeRO-{stage} |" in sheet and f"{gb:.2f} GB" in sheet
+    assert f"| $2(n-1)/n$ | {bus_bandwidth_factor('all_reduce', 8)} ($n = 8$) |" in sheet
     assert str(bubble_fraction(stages=8, microbatches=32, chunks=2)) in sheet
     sent = layer_bytes_sent(
         seq_len=4096, micro_batch_size=1, hidden=8192, tp=8, sequence_parallel=True
@@ -31,17 +31,17 @@ def test_the_sheet_quotes_the_package() -> None:
 
 def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
     sheet = cheatsheet_markdown()
-    for heading in (
+    for quantity in (
         "Model states",
-        "Collectives",
-        "Pipeline bubble",
-        "Tensor parallelism",
-        "Activations",
+        "busbw / algbw",
+        "Bubble",
+        "TP bytes sent per layer",
+        "Activations per layer",
         "MFU",
         "Global batch",
-        "Rules of thumb",
     ):
-        assert f"**{heading}" in sheet, heading
+        assert f"| {quantity}" in sheet, quantity
+    assert "**Rules of thumb.**" in sheet
     assert "dense" in sheet  # MFU is against the dense peak
 
 
