@@ -7,12 +7,14 @@ the image in the build folder. That misses the data: a figure drawn from
 directive's ``render_figures``: the key is a hash of the script, the drawing
 helpers (``_figures/_draw.py``), every source file of the package, the
 figure formats and rcParams, matplotlib's version and ``SOURCE_DATE_EPOCH``.
-A hit copies the stored images into place; a miss removes any stale images
+A hit copies the stored images into place (one worker at a time per
+figure, under a lock file); a miss removes any stale images
 for that figure, draws it, and stores the result under ``build/figure-cache``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -81,7 +83,40 @@ def install() -> None:
             return original(
                 code, code_path, output_dir, output_base, context, function_name, config, **kwargs
             )
-        entry = CACHE / _key(code, code_path, function_name, config)
+        key = _key(code, code_path, function_name, config)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        # One figure script may sit on two pages that parallel workers read at
+        # once; both draw into the same folder, so one key is drawn by one
+        # worker at a time and the other finds it cached.
+        with open(CACHE / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return _cached(
+                    key,
+                    code,
+                    code_path,
+                    output_dir,
+                    output_base,
+                    context,
+                    function_name,
+                    config,
+                    **kwargs,
+                )
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _cached(
+        key: str,
+        code: str,
+        code_path: str,
+        output_dir: str,
+        output_base: str,
+        context: bool,
+        function_name: str | None,
+        config: Any,
+        **kwargs: Any,
+    ) -> Any:
+        entry = CACHE / key
         index = entry / "results.json"
         if index.is_file():
             stored = json.loads(index.read_text(encoding="utf-8"))
@@ -104,7 +139,6 @@ def install() -> None:
         results = original(
             code, code_path, output_dir, output_base, context, function_name, config, **kwargs
         )
-        CACHE.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=CACHE))
         stored = []
         for piece, images in results:
