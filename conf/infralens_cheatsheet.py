@@ -91,7 +91,7 @@ def _rows() -> list[tuple[str, str, str]]:
             "MFU",
             "FLOPs per token × tokens/s ÷ dense peak",
             f"{util:.2f} at an illustrative {tokens_per_s:.0f} tokens/s per H100 "
-            f"({peak / 1e12:.0f} TFLOP/s)",
+            f"({peak / 1e12:.1f} TFLOP/s dense)",
         )
     )
     g = global_batch_size(micro_batch_size=2, grad_accum_steps=8, dp_size=64)
