@@ -127,7 +127,7 @@ def test_no_path_leans_on_a_term_before_its_home(path: str) -> None:
 
 
 def test_the_interview_path_is_an_evening_or_two() -> None:
-    from test_lab_pages import prose_words
+    from tests.test_lab_pages import prose_words
 
     pages = READING_PATHS["interview in a week"]
     assert len(pages) <= 12
