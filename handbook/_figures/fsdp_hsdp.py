@@ -1,4 +1,4 @@
-"""Section 04 figure: FSDP2 collective time per step and state per GPU against the shard group size."""
+"""Section 04 figure: FSDP2 collective time per step and state per GPU against shard group size."""
 
 from __future__ import annotations
 
