@@ -1,0 +1,332 @@
+"""Device meshes: each rank's shard on an N-D mesh, the groups of each mesh dimension, and HSDP.
+
+``init_device_mesh("cuda", shape)`` lays ranks out row-major, as
+``torch.arange(world).view(shape)`` does (PyTorch 2.13): the last mesh
+dimension varies fastest, so its groups are runs of consecutive ranks and,
+when its size divides the GPUs of a node, stay inside one NVLink domain.
+A DTensor places a tensor on the mesh with one placement per mesh dimension:
+``"R"`` (``Replicate()``) or ``"S(d)"`` (``Shard(d)``), which splits tensor
+dim *d* with ``torch.chunk``'s rule (:mod:`infralens.sharding`).
+
+HSDP is FSDP2 on a 2-D mesh ``(replicate, shard)``: parameters, gradients and
+optimizer state are sharded over the inner dimension and replicated over the
+outer one; gradients are reduce-scattered inside a shard group and the shards
+all-reduced across replicas (hybrid sharding in Zhao et al. 2023).
+
+>>> mesh_groups((2, 4), 1), mesh_groups((2, 4), 0)[:2]
+([[0, 1, 2, 3], [4, 5, 6, 7]], [[0, 4], [1, 5]])
+>>> local_shape((7, 5), (2, 2), ("S(0)", "S(1)"), (1, 1))
+(3, 2)
+>>> from infralens.topology import Cluster
+>>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
+>>> [(d.name, d.size, d.link) for d in mesh_dims(c, (2, 8), ("dp", "tp"))]
+[('dp', 2, 'network'), ('tp', 8, 'nvlink')]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import ceil, prod
+
+from infralens._typecheck import typed
+from infralens._validate import describe, divisible, nonnegative_int, positive_int, rank_in
+from infralens.fsdp import Unit, unit_padded_numel
+from infralens.memory import bytes_per_parameter
+from infralens.nccl import predict
+from infralens.plan import ParallelPlan
+from infralens.sharding import chunk_size
+from infralens.topology import Cluster
+
+__all__ = [
+    "MeshCollective",
+    "MeshDim",
+    "ShardingStep",
+    "fsdp_tp_local_shape",
+    "local_shape",
+    "mesh_dims",
+    "mesh_groups",
+    "sharding_step",
+]
+
+_SHARD = re.compile(r"^S\((\d+)\)$")
+# mesh dims, innermost first, onto the plan axes in their default order (first varies fastest)
+_AXES = ("tp", "cp", "dp", "pp")
+
+
+def _mesh(mesh_shape: Sequence[int]) -> tuple[int, ...]:
+    dims = tuple(positive_int(f"mesh_shape[{i}]", d) for i, d in enumerate(mesh_shape))
+    if not 1 <= len(dims) <= len(_AXES):
+        raise ValueError(f"mesh_shape must have 1 to {len(_AXES)} dimensions, got {len(dims)}")
+    return dims
+
+
+@typed
+def mesh_groups(mesh_shape: Sequence[int], dim: int) -> list[list[int]]:
+    """The process groups of mesh dimension *dim*: ranks that differ only in that coordinate.
+
+    Rank ``r`` sits at the row-major coordinate of ``r`` in *mesh_shape*, so
+    mesh dimension ``k`` has stride ``prod(mesh_shape[k+1:])``. The groups
+    are :meth:`infralens.plan.ParallelPlan.groups` of a plan whose axes, fastest
+    first, are the mesh dimensions from the last to the first.
+
+    >>> mesh_groups((2, 2), 0), mesh_groups((2, 2), 1)
+    ([[0, 2], [1, 3]], [[0, 1], [2, 3]])
+    >>> mesh_groups((4,), 0)                  # a 1-D mesh: one group of every rank
+    [[0, 1, 2, 3]]
+    >>> mesh_groups((2, 2), 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: dim must be in range(0, 2), got 2
+
+    Raises ``ValueError`` for a size below 1, more than four dimensions, or
+    *dim* outside ``range(len(mesh_shape))``.
+    """
+    dims = _mesh(mesh_shape)
+    d = rank_in("dim", dim, len(dims))
+    axes = _AXES[: len(dims)][::-1]  # axes[k] is mesh dimension k
+    degrees: dict[str, int] = dict(zip(axes, dims, strict=True))
+    plan = ParallelPlan(
+        tp=degrees.get("tp", 1),
+        cp=degrees.get("cp", 1),
+        dp=degrees.get("dp", 1),
+        pp=degrees.get("pp", 1),
+    )
+    return plan.groups(axes[d])
+
+
+def _placement(index: int, placement: str, ndim: int) -> int | None:
+    if placement == "R":
+        return None
+    match = _SHARD.match(placement) if isinstance(placement, str) else None
+    if not match:
+        raise ValueError(f"placements[{index}] must be 'R' or 'S(d)', got {describe(placement)}")
+    return rank_in(f"placements[{index}] tensor dim", int(match[1]), ndim)
+
+
+@typed
+def local_shape(
+    global_shape: Sequence[int],
+    mesh_shape: Sequence[int],
+    placements: Sequence[str],
+    coordinate: Sequence[int],
+) -> tuple[int, ...]:
+    """Shape of the local tensor at *coordinate* of ``distribute_tensor(t, mesh, placements)``.
+
+    Mesh dimensions apply in order: ``S(d)`` on mesh dimension ``k`` keeps
+    chunk ``coordinate[k]`` of the current size of tensor dim ``d`` split
+    ``mesh_shape[k]`` ways (:func:`infralens.sharding.chunk_size`); ``R``
+    keeps the size. Two mesh dimensions sharding one tensor dim split it
+    twice, outer dimension first, as DTensor's ``Shard`` does.
+
+    >>> local_shape((7, 5), (2, 2), ("S(0)", "S(1)"), (0, 1))
+    (4, 2)
+    >>> local_shape((7, 5), (2, 2), ("S(0)", "S(0)"), (1, 1))   # 7 -> 4, 3 -> 2, 1
+    (1, 5)
+    >>> local_shape((6, 4), (2, 4), ("R", "S(0)"), (1, 3))        # HSDP: torch.chunk's tail
+    (0, 4)
+    >>> local_shape((6, 4), (2, 4), ("R", "S(2)"), (0, 0))
+    Traceback (most recent call last):
+    ...
+    ValueError: placements[1] tensor dim must be in range(0, 2), got 2
+
+    Raises ``ValueError`` for a negative size, a placement that is not ``R``
+    or ``S(d)`` with ``d`` a dim of the tensor, a coordinate outside its
+    mesh dimension, or lengths of *placements* and *coordinate* other than
+    the mesh's.
+    """
+    dims = _mesh(mesh_shape)
+    shape = [nonnegative_int(f"global_shape[{i}]", d) for i, d in enumerate(global_shape)]
+    for name, seq in (("placements", placements), ("coordinate", coordinate)):
+        if len(seq) != len(dims):
+            raise ValueError(f"{name} must have one entry per mesh dimension ({len(dims)})")
+    for k, (size, p, c) in enumerate(zip(dims, placements, coordinate, strict=True)):
+        d = _placement(k, p, len(shape))
+        at = rank_in(f"coordinate[{k}]", c, size)
+        if d is not None:
+            shape[d] = chunk_size(shape[d], size, at)
+    return tuple(shape)
+
+
+@typed
+def fsdp_tp_local_shape(
+    global_shape: Sequence[int],
+    *,
+    tp_dim: int | None,
+    tp: int,
+    dp: int,
+    tp_rank: int,
+    dp_rank: int,
+) -> tuple[int, ...]:
+    """Local shape of a parameter under tensor parallelism, then FSDP2, on a ``(dp, tp)`` mesh.
+
+    TP places the weight first (``ColwiseParallel``: ``tp_dim=0``,
+    ``RowwiseParallel``: ``tp_dim=1``, a replicated one: ``None``);
+    ``fully_shard(..., mesh=mesh["dp"])`` then splits dim 0 of each TP shard
+    ``dp`` ways. So a column-parallel dim is chunked by ``tp`` before ``dp``
+    (FSDP2 records it as ``_StridedShard``), the reverse of
+    :func:`local_shape` with ``("S(0)", "S(0)")``.
+
+    >>> fsdp_tp_local_shape((6, 5), tp_dim=0, tp=2, dp=2, tp_rank=0, dp_rank=1)  # 6 -> 3 -> 1
+    (1, 5)
+    >>> local_shape((6, 5), (2, 2), ("S(0)", "S(0)"), (1, 0))  # dp first: 6 -> 3 -> 2
+    (2, 5)
+    >>> fsdp_tp_local_shape((6, 7), tp_dim=1, tp=2, dp=2, tp_rank=1, dp_rank=0)
+    (3, 3)
+    >>> fsdp_tp_local_shape((5,), tp_dim=None, tp=2, dp=4, tp_rank=0, dp_rank=3)
+    (0,)
+
+    Raises ``ValueError`` for a degree below 1, a rank outside its group, or
+    *tp_dim* not a dim of the tensor.
+    """
+    n = len(global_shape)
+    tp_place = "R" if tp_dim is None else f"S({rank_in('tp_dim', tp_dim, n)})"
+    after_tp = local_shape(global_shape, (tp,), (tp_place,), (tp_rank,))
+    return local_shape(after_tp, (dp,), ("S(0)",), (dp_rank,))
+
+
+@dataclass(frozen=True)
+class MeshDim:
+    """One mesh dimension on a cluster: its name, size, groups and the slowest link they cross."""
+
+    name: str
+    size: int
+    groups: tuple[tuple[int, ...], ...]
+    link: str
+
+
+@typed
+def mesh_dims(
+    cluster: Cluster, mesh_shape: Sequence[int], names: Sequence[str]
+) -> tuple[MeshDim, ...]:
+    """Each mesh dimension's groups on *cluster*, and the link (nvlink or network) they cross.
+
+    The link is :meth:`infralens.topology.Cluster.tier_of` of the groups, the
+    slowest over all of them.
+
+    >>> c = Cluster.from_node_shape("4_nodes_x_8_gpus", "dgx-h100")
+    >>> [(d.name, d.link, d.groups[0]) for d in mesh_dims(c, (4, 8), ("replicate", "shard"))]
+    [('replicate', 'network', (0, 8, 16, 24)), ('shard', 'nvlink', (0, 1, 2, 3, 4, 5, 6, 7))]
+    >>> mesh_dims(c, (8, 8), ("dp", "tp"))
+    Traceback (most recent call last):
+    ...
+    ValueError: mesh_shape must multiply to the cluster's 32 GPUs, got 64
+
+    Raises ``ValueError`` for a mesh of another size than *cluster*, or
+    *names* not one distinct name per dimension.
+    """
+    dims = _mesh(mesh_shape)
+    if prod(dims) != cluster.world_size:
+        raise ValueError(
+            f"mesh_shape must multiply to the cluster's {cluster.world_size} GPUs, got {prod(dims)}"
+        )
+    if len(names) != len(dims) or len(set(names)) != len(names):
+        raise ValueError(f"names must be {len(dims)} distinct names, got {list(names)}")
+    out = []
+    for k, name in enumerate(names):
+        groups = mesh_groups(dims, k)
+        slow = any(cluster.tier_of(g).name == "network" for g in groups)
+        link = "network" if slow else "nvlink"
+        out.append(MeshDim(name, dims[k], tuple(tuple(g) for g in groups), link))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class MeshCollective:
+    """One kind of NCCL call a step issues on one mesh dimension.
+
+    ``nbytes`` is one call's nccl-tests size; ``seconds`` is all ``calls``
+    of it, priced with :func:`infralens.nccl.predict` on one group.
+    """
+
+    dim: str
+    op: str
+    nbytes: int
+    calls: int
+    group_size: int
+    link: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ShardingStep:
+    """FSDP2's collectives in one step on a ``(replicate, shard)`` mesh, and its state per GPU."""
+
+    replicate: int
+    shard: int
+    collectives: tuple[MeshCollective, ...]
+    state_bytes: int
+
+    @property
+    def seconds(self) -> float:
+        """Time of every collective, none overlapped."""
+        return sum(c.seconds for c in self.collectives)
+
+
+@typed
+def sharding_step(
+    cluster: Cluster,
+    units: Sequence[Unit],
+    *,
+    shard: int,
+    param_bytes: int = 2,
+    reduce_bytes: int = 4,
+    reshard_after_forward: bool = True,
+) -> ShardingStep:
+    """Collectives and per-GPU model state of one step of FSDP2 (``shard`` = all GPUs) or HSDP.
+
+    The mesh is ``(replicate, shard)`` with ``replicate = world / shard``.
+    Per unit and step, over the shard group: an all-gather of the padded unit
+    in ``param_bytes`` before forward and again before backward (once without
+    *reshard_after_forward*), and a reduce-scatter of its gradient in
+    ``reduce_bytes``; with ``replicate > 1`` also an all-reduce of the
+    gradient shard (``padded / shard`` elements) over the replicate group.
+    ``state_bytes`` is the ``"fsdp2"`` recipe's 16 bytes per parameter
+    divided by ``shard``, not by the world (:func:`infralens.memory.bytes_per_parameter`).
+
+    >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
+    >>> hsdp = sharding_step(c, [Unit("block", ((4096, 4096),))] * 4, shard=8)
+    >>> for x in hsdp.collectives:
+    ...     print(x.dim, x.op, x.nbytes, x.calls, x.group_size, x.link)
+    shard all_gather 33554432 8 8 nvlink
+    shard reduce_scatter 67108864 4 8 nvlink
+    replicate all_reduce 8388608 4 2 network
+    >>> full = sharding_step(c, [Unit("block", ((4096, 4096),))] * 4, shard=16)
+    >>> full.replicate, [x.op for x in full.collectives], full.state_bytes * 2 == hsdp.state_bytes
+    (1, ['all_gather', 'reduce_scatter'], True)
+    >>> sharding_step(c, [Unit("block", ((8,),))], shard=6)
+    Traceback (most recent call last):
+    ...
+    ValueError: world_size must be divisible by shard: 16 % 6 = 4
+
+    Raises ``ValueError`` for *shard* below 1 or not dividing the cluster's
+    GPUs, no units, or byte sizes below 1.
+    """
+    world = cluster.world_size
+    s = positive_int("shard", shard)
+    divisible("world_size", world, "shard", s)
+    if not units:
+        raise ValueError("units must hold at least one Unit")
+    pb, rb = positive_int("param_bytes", param_bytes), positive_int("reduce_bytes", reduce_bytes)
+    r = world // s
+    replicate_dim, shard_dim = mesh_dims(cluster, (r, s), ("replicate", "shard"))
+    where = {d.name: (d.groups[0], d.link) for d in (replicate_dim, shard_dim)}
+    gathers = 2 if reshard_after_forward else 1
+    totals: dict[tuple[str, str, int], int] = {}
+    for unit in units:
+        padded = unit_padded_numel(unit, s)
+        calls = [("shard", "all_gather", padded * pb, gathers)]
+        calls.append(("shard", "reduce_scatter", padded * rb, 1))
+        if r > 1:
+            calls.append(("replicate", "all_reduce", padded // s * rb, 1))
+        for dim, op, nbytes, n in calls:
+            totals[(dim, op, nbytes)] = totals.get((dim, op, nbytes), 0) + n
+    out = []
+    for (dim, op, nbytes), n in totals.items():
+        group, link = where[dim]
+        seconds = n * predict(op, nbytes, cluster, group).seconds
+        out.append(MeshCollective(dim, op, nbytes, n, len(group), link, seconds))
+    params = sum(u.numel for u in units)
+    state = ceil(bytes_per_parameter("fsdp2", dp_size=s) * params)
+    return ShardingStep(r, s, tuple(out), state)
