@@ -64,7 +64,7 @@ def network_copies(
     """Count the network and NVLink copies of rank *rank*'s dispatch, flat and forwarded.
 
     For each token, with D its destination ranks on other nodes and N their nodes:
-    direct += copies to experts on other nodes; forwarded += |N|; nvlink += |D|.
+    direct += copies to experts on other nodes; forwarded += len(N); nvlink += len(D).
 
     >>> network_copies([(0, 1, 2, 3)], experts=8, ep=8, gpus_per_node=4, rank=0)  # all local
     NetworkCopies(direct=0, forwarded=0, nvlink=0)
