@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import ParamSpec, TypeVar
 
-from infralens._validate import describe
+from infralens._validate import MAX_ITEMS, describe, in_int_range
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,27 +38,51 @@ R = TypeVar("R")
 __all__ = ["check_fields", "typed"]
 
 
-def _matches(value: object, hint: object, depth: int = 0) -> bool:
-    """Whether *value* fits the annotation *hint* (containers checked element by element)."""
+class _Refused(Exception):
+    """Raised inside :func:`_matches` when a value is the right type but out of range."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | None = None) -> bool:
+    """Whether *value* fits the annotation *hint* (containers checked element by element).
+
+    Walks at most :data:`MAX_ITEMS` elements in all (*budget*) and never a ``range``;
+    an int or Fraction beyond ``MAX_INT`` raises :class:`_Refused`.
+    """
+    if budget is None:
+        budget = [MAX_ITEMS]
     if hint is typing.Any or isinstance(hint, TypeVar) or depth > 4:
         return True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, a, depth) for a in args)
+        return any(_matches(value, a, depth, budget) for a in args)
     if hint is None or hint is type(None):
         return value is None
     if hint is bool:
         return isinstance(value, bool)
+    if isinstance(value, int) and not isinstance(value, bool) and hint in _NUMBERS:
+        if not in_int_range(value):
+            raise _Refused(f"must be within +-(2**63 - 1), got {describe(value)}")
+        return True
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return False
     if hint is Fraction:  # ints are exact fractions
-        return isinstance(value, Fraction) or (
-            isinstance(value, int) and not isinstance(value, bool)
-        )
+        if isinstance(value, Fraction) and not (
+            in_int_range(value.numerator) and in_int_range(value.denominator)
+        ):
+            raise _Refused(f"must be within +-(2**63 - 1), got {describe(value)}")
+        return isinstance(value, Fraction)
     if hint is float:  # a float parameter takes any finite real
-        if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        if not isinstance(value, float | Fraction):
             return False
-        return not (isinstance(value, float) and math.isinf(value))
+        return (
+            _matches(value, Fraction, depth, budget)
+            if isinstance(value, Fraction)
+            else (not math.isinf(value))
+        )
     if origin is None:
         return not isinstance(hint, type) or isinstance(value, hint)
     if origin is typing.Literal:
@@ -66,25 +90,37 @@ def _matches(value: object, hint: object, depth: int = 0) -> bool:
     if origin is tuple:
         if not isinstance(value, tuple):
             return False
+        _spend(budget, len(value))
         if len(args) == 2 and args[1] is Ellipsis:
-            return all(_matches(v, args[0], depth + 1) for v in value)
+            return all(_matches(v, args[0], depth + 1, budget) for v in value)
         return len(value) == len(args) and all(
-            _matches(v, a, depth + 1) for v, a in zip(value, args, strict=True)
+            _matches(v, a, depth + 1, budget) for v, a in zip(value, args, strict=True)
         )
     if origin in (list, collections.abc.Sequence, collections.abc.Iterable):
         if isinstance(value, str | bytes) or not isinstance(value, origin):
             return False
         if not isinstance(value, Sequence):
             return True  # a one-shot iterable is not consumed here
-        return not args or all(_matches(v, args[0], depth + 1) for v in value)
+        if isinstance(value, range):  # its items are ints: check the ends, never walk it
+            ends = (value.start, value.stop, value.step)
+            return not args or all(_matches(v, args[0], depth + 1, budget) for v in ends)
+        _spend(budget, len(value))
+        return not args or all(_matches(v, args[0], depth + 1, budget) for v in value)
     if origin in (dict, collections.abc.Mapping):
         if not isinstance(value, origin):
             return False
+        _spend(budget, len(value))
         return len(args) != 2 or all(
-            _matches(k, args[0], depth + 1) and _matches(v, args[1], depth + 1)
+            _matches(k, args[0], depth + 1, budget) and _matches(v, args[1], depth + 1, budget)
             for k, v in value.items()
         )
     return isinstance(value, origin)
+
+
+def _spend(budget: list[int], items: int) -> None:
+    budget[0] -= items
+    if budget[0] < 0:
+        raise _Refused(f"must hold at most {MAX_ITEMS} items, nested ones counted")
 
 
 _NUMBERS = {int, float, Fraction}
@@ -136,17 +172,28 @@ def check_fields(obj: object) -> None:
     hints = typing.get_type_hints(type(obj))
     for field in dataclasses.fields(obj):  # type: ignore[arg-type]
         hint = hints.get(field.name)
-        value = getattr(obj, field.name)
-        if hint is not None and not _matches(value, hint):
-            raise TypeError(_explain(field.name, value, hint))
+        if hint is not None:
+            _check(field.name, getattr(obj, field.name), hint)
+
+
+def _check(name: str, value: object, hint: object) -> None:
+    """Raise ``TypeError`` if *value* does not fit *hint*, ``ValueError`` if it is too big."""
+    try:
+        fits = _matches(value, hint)
+    except _Refused as err:
+        raise ValueError(f"{name} {err.why}") from None
+    if not fits:
+        raise TypeError(_explain(name, value, hint))
 
 
 def typed(fn: Callable[P, R]) -> Callable[P, R]:
     """Check every argument of *fn* against its annotation before *fn* runs.
 
     ``bool`` is not an ``int``, a ``float`` parameter takes a finite real, and
-    sequences and mappings are checked element by element (work linear in the
-    input). A mismatch raises ``TypeError`` naming the argument.
+    sequences and mappings are checked element by element, at most
+    :data:`~infralens._validate.MAX_ITEMS` in all (a ``range`` by its ends).
+    A mismatch raises ``TypeError`` naming the argument; an int beyond
+    :data:`~infralens._validate.MAX_INT` or a container too large, ``ValueError``.
 
     >>> @typed
     ... def area(sides: Sequence[int]) -> int:
@@ -173,8 +220,7 @@ def typed(fn: Callable[P, R]) -> Callable[P, R]:
             kind = sig.parameters[name].kind
             if hint is None or kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD):
                 continue
-            if not _matches(value, hint):
-                raise TypeError(_explain(name, value, hint))
+            _check(name, value, hint)
         return fn(*args, **kwargs)
 
     return wrapper

@@ -18,11 +18,14 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 __all__ = [
+    "MAX_INT",
+    "MAX_ITEMS",
     "MAX_RANKS",
     "check_choice",
     "describe",
     "divisible",
     "flag",
+    "in_int_range",
     "nonnegative_int",
     "nonnegative_number",
     "positive_int",
@@ -33,8 +36,17 @@ __all__ = [
 ]
 
 
-MAX_RANKS = 2**24
-"""Largest world size a function that lists one entry per rank accepts (16,777,216)."""
+MAX_RANKS = 2**17
+"""Largest world size a function that lists one entry per rank accepts (131,072 GPUs): a
+list of that many entries is made in well under a second and a few MB."""
+
+MAX_INT = 2**63 - 1
+"""Largest integer (in magnitude) any argument takes, a signed 64-bit int: checked before
+any arithmetic, so no argument overflows a float or needs more than 19 digits to print."""
+
+MAX_ITEMS = 2**20
+"""Most items (1,048,576, nested ones counted) a sequence or mapping argument may hold:
+checked while its elements' types are, so no check walks more."""
 
 
 def describe(value: object, limit: int = 40) -> str:
@@ -56,6 +68,10 @@ def describe(value: object, limit: int = 40) -> str:
         if value.bit_length() > 128:
             return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
         return str(value)
+    if isinstance(value, Fraction) and not (
+        in_int_range(value.numerator) and in_int_range(value.denominator)
+    ):
+        return "a Fraction with parts beyond 2**63"
     if isinstance(value, float | Fraction):
         text = str(value)
         return text if len(text) <= limit else f"a {type(value).__name__} of {len(text)} chars"
@@ -68,6 +84,19 @@ def describe(value: object, limit: int = 40) -> str:
     except Exception:
         return f"a {type(value).__name__}"
     return f"a {type(value).__name__} of {size} items"
+
+
+def in_int_range(value: int) -> bool:
+    """Whether the int *value* lies within ``-MAX_INT..MAX_INT`` (no digits are made).
+
+    >>> in_int_range(2**63 - 1), in_int_range(10**5000)
+    (True, False)
+    """
+    return value.bit_length() <= 63
+
+
+def _out_of_range(name: str, value: int | Fraction) -> ValueError:
+    return ValueError(f"{name} must be within +-(2**63 - 1), got {describe(value)}")
 
 
 def flag(name: str, value: object) -> bool:
@@ -89,12 +118,12 @@ def ranks_cap(name: str, value: object) -> int:
     >>> ranks_cap("world_size", 2**30)
     Traceback (most recent call last):
     ...
-    ValueError: world_size must be <= 2**24 (16777216) to list every rank, got 1073741824
+    ValueError: world_size must be <= 2**17 (131072) to list every rank, got 1073741824
     """
     v = positive_int(name, value)
     if v > MAX_RANKS:
         raise ValueError(
-            f"{name} must be <= 2**24 ({MAX_RANKS}) to list every rank, got {describe(v)}"
+            f"{name} must be <= 2**17 ({MAX_RANKS}) to list every rank, got {describe(v)}"
         )
     return v
 
@@ -104,6 +133,12 @@ def _number(name: str, value: object) -> int | float | Fraction:
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if isinstance(value, float) and math.isinf(value):  # NaN fails every range check
         raise ValueError(f"{name} must be finite, got {value}")
+    if isinstance(value, int) and not in_int_range(value):
+        raise _out_of_range(name, value)
+    if isinstance(value, Fraction) and not (
+        in_int_range(value.numerator) and in_int_range(value.denominator)
+    ):
+        raise _out_of_range(name, value)
     return value
 
 
@@ -111,6 +146,8 @@ def _int(name: str, value: object) -> int:
     # bool is a subclass of int; "world_size=True" is always a mistake.
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not in_int_range(value):
+        raise _out_of_range(name, value)
     return value
 
 

@@ -64,7 +64,7 @@ class ParallelPlan:
         if sorted(axes) != sorted(AXES[:4]):
             raise ValueError(
                 "order must be a permutation of tp, cp, dp and pp joined by '-', "
-                f"got {self.order!r}"
+                f"got {describe(self.order)}"
             )
 
     @property
@@ -123,10 +123,11 @@ class ParallelPlan:
         >>> ParallelPlan(tp=2, dp=4, ep=2).groups("ep")
         [[0, 2], [1, 3], [4, 6], [5, 7]]
 
-        Raises ``ValueError`` for an unknown axis.
+        Raises ``ValueError`` for an unknown axis or a world size above ``MAX_RANKS``.
         """
         if axis not in AXES:
             raise ValueError(f"axis must be one of {', '.join(AXES)}; got {describe(axis)}")
+        ranks_cap("world_size", self.world_size)  # every rank is listed
         found: dict[tuple[int, ...], list[int]] = {}
         for r in range(self.world_size):
             c = self.coords(r)
@@ -171,7 +172,7 @@ def enumerate_plans(
     >>> [(p.tp, p.pp, p.dp) for p in enumerate_plans(8, 8, max_cp=1)][:4]
     [(1, 1, 8), (1, 2, 4), (1, 4, 2), (1, 8, 1)]
 
-    Raises ``ValueError`` if a size is below 1 or above ``2**24`` (``MAX_RANKS``).
+    Raises ``ValueError`` if a size is below 1 or above ``2**17`` (``MAX_RANKS``).
     """
     w = ranks_cap("world_size", world_size)
     g = ranks_cap("gpus_per_node", gpus_per_node)
