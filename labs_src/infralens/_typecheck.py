@@ -26,7 +26,7 @@ import inspect
 import math
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from fractions import Fraction
 from typing import ParamSpec, TypeVar
 
@@ -70,9 +70,7 @@ def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | No
     if hint is int:
         return False
     if hint is Fraction:  # ints are exact fractions
-        if isinstance(value, Fraction) and not (
-            in_int_range(value.numerator) and in_int_range(value.denominator)
-        ):
+        if isinstance(value, Fraction) and not in_int_range(int(value)):
             raise _Refused(f"must be within +-(2**63 - 1), got {describe(value)}")
         return isinstance(value, Fraction)
     if hint is float:  # a float parameter takes any finite real
@@ -164,16 +162,45 @@ def _explain(name: str, value: object, hint: object, nested: bool = False) -> st
     return f"{name} must be {_hint_name(hint, plural=nested)}, got {got}"
 
 
-def check_fields(obj: object) -> None:
+_FIELD_HINTS: dict[type, tuple[tuple[str, object], ...]] = {}
+
+
+def _field_hints(cls: type) -> tuple[tuple[str, object], ...]:
+    """A dataclass's (field, annotation) pairs, resolved once per class."""
+    if cls not in _FIELD_HINTS:
+        hints = typing.get_type_hints(cls)
+        _FIELD_HINTS[cls] = tuple((f.name, hints.get(f.name)) for f in dataclasses.fields(cls))
+    return _FIELD_HINTS[cls]
+
+
+def check_fields(obj: object, signed: Collection[str] = ()) -> None:
     """Check a dataclass instance's fields against their annotations (see :func:`typed`).
 
-    Call it first in ``__post_init__``; raises ``TypeError`` naming the field.
+    Call it first in ``__post_init__``. Beyond the types, a number is never NaN
+    and, unless its field is named in *signed*, never negative: sizes, bytes,
+    seconds and counts cannot be. Raises ``TypeError`` naming the field for a
+    wrong type, ``ValueError`` for a value out of range.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Step:
+    ...     seconds: float
+    ...     def __post_init__(self) -> None:
+    ...         check_fields(self)
+    >>> Step(-1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: seconds must be >= 0, got -1.0
     """
-    hints = typing.get_type_hints(type(obj))
-    for field in dataclasses.fields(obj):  # type: ignore[arg-type]
-        hint = hints.get(field.name)
+    for name, hint in _field_hints(type(obj)):
+        value = getattr(obj, name)
         if hint is not None:
-            _check(field.name, getattr(obj, field.name), hint)
+            _check(name, value, hint)
+        if isinstance(value, int | float | Fraction) and not isinstance(value, bool):
+            if value != value:
+                raise ValueError(f"{name} must be a number, got nan")
+            if value < 0 and name not in signed:
+                raise ValueError(f"{name} must be >= 0, got {describe(value)}")
 
 
 def _check(name: str, value: object, hint: object) -> None:

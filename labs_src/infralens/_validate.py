@@ -68,10 +68,11 @@ def describe(value: object, limit: int = 40) -> str:
         if value.bit_length() > 128:
             return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
         return str(value)
-    if isinstance(value, Fraction) and not (
-        in_int_range(value.numerator) and in_int_range(value.denominator)
+    if (
+        isinstance(value, Fraction)
+        and max(value.numerator.bit_length(), value.denominator.bit_length()) > 128
     ):
-        return "a Fraction with parts beyond 2**63"
+        return "a Fraction with parts of more than 38 digits"
     if isinstance(value, float | Fraction):
         text = str(value)
         return text if len(text) <= limit else f"a {type(value).__name__} of {len(text)} chars"
@@ -135,9 +136,7 @@ def _number(name: str, value: object) -> int | float | Fraction:
         raise ValueError(f"{name} must be finite, got {value}")
     if isinstance(value, int) and not in_int_range(value):
         raise _out_of_range(name, value)
-    if isinstance(value, Fraction) and not (
-        in_int_range(value.numerator) and in_int_range(value.denominator)
-    ):
+    if isinstance(value, Fraction) and not in_int_range(int(value)):
         raise _out_of_range(name, value)
     return value
 

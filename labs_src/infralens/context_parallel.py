@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, divisible, positive_int, ranks_cap
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
@@ -142,6 +142,9 @@ class UlyssesBytes:
     k: int
     v: int
     out: int
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def total(self) -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import divisible, positive_int, ranks_cap
 from infralens.batch import global_batch_size
 from infralens.collectives import Value, all_reduce, ring_bytes_sent
@@ -146,6 +146,7 @@ class DataParallelStep:
         for name in ("dp_size", "micro_batch_size", "grad_accum_steps", "num_params"):
             positive_int(name, getattr(self, name))
         positive_int("bytes_per_grad", self.bytes_per_grad)
+        check_fields(self)
 
     @property
     def global_batch_size(self) -> int:

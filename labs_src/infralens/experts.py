@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import (
     nonnegative_int,
     nonnegative_number,
@@ -110,6 +110,9 @@ class Routing:
     kept: tuple[int, ...]
     dropped: tuple[int, ...]
     lost: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def _checked(routes: Sequence[Sequence[int]], experts: int) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from infralens._typecheck import check_fields
 from infralens._validate import nonnegative_number, positive_int, positive_number
 
 __all__ = [
@@ -209,6 +210,9 @@ class CheckpointCost:
 
     blocking_s: float
     background_s: float
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def checkpoint_cost(

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from infralens._typecheck import check_fields
 from infralens._validate import check_choice, nonnegative_int
 from infralens.collectives import bus_bandwidth_factor
 from infralens.topology import Cluster
@@ -114,6 +115,9 @@ class Prediction:
     seconds: float
     algbw: float
     bus_bandwidth: float
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True)

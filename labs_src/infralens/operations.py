@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from infralens._typecheck import check_fields
 from infralens._validate import nonnegative_int, nonnegative_number, positive_number
 from infralens.goodput import optimal_checkpoint_interval
 
@@ -77,6 +78,9 @@ class CollectiveRecord:
     nbytes: int
     completed: bool = False
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
 
 @dataclass(frozen=True)
 class Hang:
@@ -93,6 +97,9 @@ class Hang:
     missing: tuple[int, ...]
     waiting: tuple[int, ...]
     mismatched: bool
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
@@ -155,6 +162,9 @@ class Straggler:
     kind: str
     ranks: tuple[int, ...]
     evidence: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def _seconds(name: str, values: Mapping[int, float]) -> dict[int, float]:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from math import isqrt
 
+from infralens._typecheck import check_fields
 from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap
 
 __all__ = ["AXES", "FREQUENCY", "ParallelPlan", "enumerate_plans"]
@@ -66,6 +67,7 @@ class ParallelPlan:
                 "order must be a permutation of tp, cp, dp and pp joined by '-', "
                 f"got {describe(self.order)}"
             )
+        check_fields(self)
 
     @property
     def world_size(self) -> int:

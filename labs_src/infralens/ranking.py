@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
 from infralens.memory import _model
 from infralens.model import TransformerConfig
@@ -44,6 +44,9 @@ class RankedPlan:
     zero_stage: int
     recompute: str
     estimate: Estimate
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def _options(m: TransformerConfig, pp: int) -> list[tuple[str, int]]:

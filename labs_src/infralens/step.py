@@ -107,6 +107,7 @@ class Breakdown:
     optimizer: float
 
     def __post_init__(self) -> None:
+        check_fields(self)
         for name, value in self.items():
             nonnegative_number(name, value)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infralens._files import read_csv_rows
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice
 from infralens.compute import model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
@@ -76,6 +76,9 @@ class TrainingRun:
     published: float
     assumptions: str
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
     def config(self) -> TransformerConfig:
         """The model: a preset key, or ``gpt:layers:hidden:heads`` for Megatron's GPT shapes
         (4h MLP, biases, learned positions, tied output, V = 51,200)."""
@@ -98,6 +101,9 @@ class RunCheck:
     error: float
     seconds: float
     bottleneck: str
+
+    def __post_init__(self) -> None:
+        check_fields(self, signed=("error",))
 
 
 @typed

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from infralens._typecheck import check_fields
 from infralens._validate import check_choice, describe, positive_int
 from infralens.fit import HBM_BYTES
 from infralens.memory import RECOMPUTE, bytes_per_parameter
@@ -119,6 +120,7 @@ class Workload:
             raise ValueError(
                 f"recipe {self.recipe!r} shards like ZeRO stage {stage}; set zero_stage to {stage}"
             )
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,9 @@ class AxisRow:
     degree: int
     placement: str
     reason: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,9 @@ class CommRow:
     bytes_per_step: Fraction
     seconds_per_step: Fraction
     risk: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -160,6 +168,9 @@ class Worksheet:
     capacity_bytes: int = HBM_BYTES["h100-sxm5-80gb"]
     step: Estimate | None = None
     token_budget: int = 2 * 10**12
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def memory_bytes(self) -> int:
