@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, positive_int
+from infralens._validate import check_choice, divisible, flag, positive_int
 from infralens.model import PRESETS, TransformerConfig
 from infralens.precision import recipe_bytes
 
@@ -213,6 +213,8 @@ def activation_bytes(
     b = positive_int("micro_batch_size", micro_batch_size)
     t = positive_int("tp", tp)
     e = positive_int("element_bytes", element_bytes)
+    sequence_parallel = flag("sequence_parallel", sequence_parallel)
+    dropout = flag("dropout", dropout)
     mode = check_choice("recompute", recompute, RECOMPUTE)
     kind = check_choice("attention", attention, ATTENTION)
     who = check_choice("stack", stack, STACKS)

@@ -115,6 +115,13 @@ class Workload:
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("gpu", self.gpu, tuple(HBM_BYTES))
         bytes_per_parameter(self.recipe)  # validates the name
+        # The step is priced for config(): its parameter count must be this one (1 %).
+        counted = self.config().num_params()
+        if abs(counted - self.num_params) > self.num_params // 100:
+            raise ValueError(
+                f"num_params must match the shape: {self.layers} layers of hidden {self.hidden} "
+                f"({describe(self.model or 'GPT-shaped')}) hold {counted}, got {self.num_params}"
+            )
         stage = RECIPE_STAGE.get(self.recipe)
         if stage is not None and stage != self.zero_stage:
             raise ValueError(
