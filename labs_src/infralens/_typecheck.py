@@ -101,7 +101,10 @@ def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | No
             return True  # a one-shot iterable is not consumed here
         if isinstance(value, range):  # its items are ints: check the ends, never walk it
             ends = (value.start, value.stop, value.step)
-            return not args or all(_matches(v, args[0], depth + 1, budget) for v in ends)
+            fits = not args or all(_matches(v, args[0], depth + 1, budget) for v in ends)
+            # The callee may walk it: it counts like a list (its length may not fit a C long).
+            _spend(budget, len(value) if abs(value.stop - value.start) < 2**62 else MAX_ITEMS + 1)
+            return fits
         _spend(budget, len(value))
         return not args or all(_matches(v, args[0], depth + 1, budget) for v in value)
     if origin in (dict, collections.abc.Mapping):

@@ -144,7 +144,11 @@ def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
     # PyTorch numbers a group's collectives from 1: a rank with no record started none
     last = {r: max(s, default=0) for r, s in by_rank.items()}
     firsts = [min(s) for s in by_rank.values() if s]
-    for seq in range(min(firsts, default=1), max(last.values()) + 1):
+    # Between recorded numbers nothing changes except where the shortest rank stops:
+    # walk the recorded ones and the first after it, never every number in between.
+    lo, hi = min(firsts, default=1), max(last.values())
+    steps = {q for s in by_rank.values() for q in s} | {min(last.values()) + 1, lo}
+    for seq in sorted(q for q in steps if lo <= q <= hi):
         present = {r: s[seq] for r, s in by_rank.items() if seq in s}
         missing = tuple(sorted(r for r in by_rank if seq > last[r]))
         waiting = tuple(sorted(r for r, e in present.items() if not e.completed))

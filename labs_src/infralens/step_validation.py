@@ -26,7 +26,7 @@ from pathlib import Path
 
 from infralens._files import read_csv_rows
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice
+from infralens._validate import check_choice, positive_number
 from infralens.compute import model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
 from infralens.hardware import SYSTEMS
@@ -78,6 +78,7 @@ class TrainingRun:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        positive_number("published", self.published)  # a measurement of 0 or less is no measurement
 
     def config(self) -> TransformerConfig:
         """The model: a preset key, or ``gpt:layers:hidden:heads`` for Megatron's GPT shapes

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from infralens._files import read_csv_rows
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice
+from infralens._validate import check_choice, positive_number
 from infralens.hardware import GPUS, System
 from infralens.nccl import predict
 from infralens.topology import Cluster
@@ -78,6 +78,7 @@ class NcclRow:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        positive_number("busbw", self.busbw)  # a measurement of 0 or less is no measurement
 
     def cluster(self) -> Cluster:
         """The cluster the row ran on, built from its GPU preset and stated adapters.
