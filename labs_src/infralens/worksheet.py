@@ -108,7 +108,7 @@ class Workload:
             "token_budget",
         ):
             positive_int(name, getattr(self, name))
-        if self.zero_stage not in STAGES:
+        if type(self.zero_stage) is not int or self.zero_stage not in STAGES:
             raise ValueError(
                 f"zero_stage must be one of 0, 1, 2, 3; got {describe(self.zero_stage)}"
             )
