@@ -23,6 +23,7 @@ import collections.abc
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import types
 import typing
@@ -150,11 +151,11 @@ def _explain(name: str, value: object, hint: object, nested: bool = False) -> st
         origin is tuple and len(args) == 2 and args[1] is Ellipsis
     )
     if is_seq and isinstance(value, Sequence) and not isinstance(value, str | bytes) and args:
-        for v in value:
+        for v in itertools.islice(value, MAX_ITEMS):  # the misfit is among the checked ones
             if not _matches(v, args[0]):
                 return _explain(name, v, args[0], nested=True)
     if origin in (dict, collections.abc.Mapping) and isinstance(value, dict) and len(args) == 2:
-        for k, v in value.items():
+        for k, v in itertools.islice(value.items(), MAX_ITEMS):
             if not _matches(k, args[0]):
                 return _explain(f"{name} keys", k, args[0])
             if not _matches(v, args[1]):

@@ -77,9 +77,9 @@ def describe(value: object, limit: int = 40) -> str:
         text = str(value)
         return text if len(text) <= limit else f"a {type(value).__name__} of {len(text)} chars"
     if isinstance(value, str):
-        if len(value) <= limit:
+        if len(value) <= limit and len(repr(value)) <= 2 * limit:
             return repr(value)
-        return f"{value[:limit]!r}... ({len(value)} chars)"
+        return f"{repr(value[:limit])[: 2 * limit]}... ({len(value)} chars)"
     try:
         size = len(value)  # type: ignore[arg-type]
     except Exception:
@@ -241,7 +241,9 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     """
     if not isinstance(value, str) or value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {allowed}; got {describe(value)}")
+        if len(allowed) > 120:  # a long list: the first few, and how many there are
+            allowed = allowed[: allowed.rfind(", ", 0, 100)] + f", ... ({len(choices)} in all)"
+        raise ValueError(f"{name} must be one of {allowed}; got {describe(value, 16)}")
     return value
 
 
@@ -253,14 +255,20 @@ def same_lengths(name: str, rows: Sequence[Sequence[object]]) -> int:
     ...
     ValueError: per_rank must hold one equal-length list per rank; lengths are [2, 1]
     """
-    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+    if isinstance(rows, str | bytes | range) or not isinstance(rows, Sequence):
         raise TypeError(f"{name} must be a sequence of per-rank sequences")
+    if len(rows) > MAX_RANKS:
+        raise ValueError(f"{name} must hold at most {MAX_RANKS} ranks, got {len(rows)}")
     if len(rows) == 0:
         raise ValueError(f"{name} must hold at least one rank, got 0")
     for row in rows:
         if isinstance(row, str | bytes) or not isinstance(row, Sequence):
             raise TypeError(f"{name} must be a sequence of per-rank sequences")
-    lengths = [len(r) for r in rows]
+    lengths = [
+        len(r) if not isinstance(r, range) or abs(r.stop - r.start) < 2**62 else -1 for r in rows
+    ]
+    if sum(abs(n) for n in lengths) > MAX_ITEMS or -1 in lengths:
+        raise ValueError(f"{name} must hold at most {MAX_ITEMS} items in all")
     if len(set(lengths)) != 1:
         shown = str(lengths) if len(lengths) <= 8 else f"{lengths[:8]} and {len(lengths) - 8} more"
         raise ValueError(f"{name} must hold one equal-length list per rank; lengths are {shown}")

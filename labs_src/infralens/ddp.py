@@ -106,6 +106,8 @@ def ddp_gradients(
     """
     if len(per_rank_samples) == 0:
         raise ValueError("per_rank_samples must hold at least one rank, got 0")
+    if any(len(s) == 0 for s in per_rank_samples):
+        raise ValueError("per_rank_samples must hold at least one (x, y) pair on every rank")
     local = [[mean_squared_error_grad(weight, s)] for s in per_rank_samples]
     summed = all_reduce(local)
     return [Fraction(row[0]) / len(per_rank_samples) for row in summed]

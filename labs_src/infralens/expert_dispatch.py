@@ -216,6 +216,8 @@ def layer_seconds(
     """
     f = positive_int("flops_per_token", flops_per_token)
     rate = positive_number("flops_per_second", flops_per_second)
+    if not load:
+        raise ValueError("load must hold at least one expert")
     tokens = rank_tokens([nonnegative_int("load", n) for n in load], ep)
     if capacity is not None:
         tokens = rank_tokens([nonnegative_int("capacity", capacity)] * len(load), ep)

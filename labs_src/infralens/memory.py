@@ -137,7 +137,9 @@ def _model(model: TransformerConfig | str) -> TransformerConfig:
     if isinstance(model, str):
         return PRESETS[check_choice("model", model, tuple(PRESETS))]
     if not isinstance(model, TransformerConfig):
-        raise TypeError(f"model must be a TransformerConfig or a PRESETS key, got {model!r}")
+        raise TypeError(
+            f"model must be a TransformerConfig or a PRESETS key, got {type(model).__name__}"
+        )
     return model
 
 
