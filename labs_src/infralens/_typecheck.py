@@ -150,8 +150,13 @@ def _explain(name: str, value: object, hint: object, nested: bool = False) -> st
     is_seq = origin in (list, collections.abc.Sequence, collections.abc.Iterable) or (
         origin is tuple and len(args) == 2 and args[1] is Ellipsis
     )
-    if is_seq and isinstance(value, Sequence) and not isinstance(value, str | bytes) and args:
-        for v in itertools.islice(value, MAX_ITEMS):  # the misfit is among the checked ones
+    # Only a container of the right kind is searched for its misfit (never a range for a
+    # tuple): the check stopped at that element, so the search stops there too.
+    kind = tuple if origin is tuple else origin
+    right_kind = isinstance(kind, type) and isinstance(value, kind)
+    seq = value if right_kind and isinstance(value, Sequence) else None
+    if is_seq and seq is not None and not isinstance(seq, str | bytes) and args:
+        for v in itertools.islice(seq, MAX_ITEMS):  # the misfit is among the checked ones
             if not _matches(v, args[0]):
                 return _explain(name, v, args[0], nested=True)
     if origin in (dict, collections.abc.Mapping) and isinstance(value, dict) and len(args) == 2:

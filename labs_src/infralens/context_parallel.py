@@ -29,6 +29,7 @@ from infralens.sharding import chunk_offsets, chunk_sizes
 
 __all__ = [
     "LAYOUTS",
+    "MAX_PAIRS",
     "SCORES",
     "UlyssesBytes",
     "activation_bytes_per_rank",
@@ -190,6 +191,11 @@ def ulysses_bytes(
     return UlyssesBytes(q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads))
 
 
+MAX_PAIRS = 2**14
+"""Most ``(token, head)`` pairs :func:`ulysses_placement` lists (16,384): it moves each
+one through an all-to-all, so the work grows with ``seq_len * heads``."""
+
+
 @typed
 def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int, int]]]:
     """``(token, head)`` pairs each rank holds after the sequence-to-heads all-to-all.
@@ -205,10 +211,15 @@ def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int,
     >>> ulysses_placement(2, 1, 1)    # one rank: nothing moves
     [[(0, 0), (1, 0)]]
 
-    Raises ``ValueError`` unless *seq_len* and *heads* are divisible by *cp*.
+    Raises ``ValueError`` unless *seq_len* and *heads* are divisible by *cp*, or if
+    ``seq_len * heads`` is above :data:`MAX_PAIRS` (every pair is listed).
     """
     c, n = _tokens(seq_len, cp), ranks_cap("cp", cp)
     g = divisible("heads", positive_int("heads", heads), "cp", n) // n
+    if seq_len * heads > MAX_PAIRS:
+        raise ValueError(
+            f"seq_len * heads must be <= {MAX_PAIRS} to list every pair, got {seq_len * heads}"
+        )
     send = [
         [
             t * heads + h

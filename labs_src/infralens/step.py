@@ -56,24 +56,20 @@ plan and a cluster. Every term is a model of what a named framework does:
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
+from infralens import _step_checks as checks
 from infralens import _step_terms as comm
 from infralens._typecheck import check_fields, typed
 from infralens._validate import (
     check_choice,
-    describe,
-    divisible,
     flag,
-    nonnegative_number,
     positive_int,
 )
 from infralens.attention_kernels import ATTENTION_KERNELS, attention_flops_per_token
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import RECOMPUTE_MODES, gemm_flops_per_token, model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
-from infralens.fit import gpu_memory, shortfall
 from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
@@ -89,8 +85,6 @@ SCHEDULES = ("1f1b", "interleaved")
 ADAM_BYTES_PER_PARAM = 30
 """Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
 param, m, v (12), write the bf16 copy (2)."""
-
-RECIPE = {0: "megatron-bf16", 1: "megatron-bf16-distopt", 2: "megatron-bf16-distopt", 3: "fsdp2"}
 
 
 @dataclass(frozen=True)
@@ -108,8 +102,7 @@ class Breakdown:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        for name, value in self.items():
-            nonnegative_number(name, value)
+        checks.check_terms(self.items())
 
     def items(self) -> list[tuple[str, float]]:
         """(name, seconds) pairs in field order."""
@@ -137,18 +130,10 @@ class Estimate:
     def __post_init__(self) -> None:
         """Check what the quantities mean: 0 < MFU <= HFU <= 1, a positive finite step."""
         check_fields(self)
-        if not 0 < self.seconds < math.inf:
-            raise ValueError(f"seconds must be finite and > 0, got {describe(self.seconds)}")
-        if not 0 < self.mfu <= 1:
-            raise ValueError(f"mfu must be in (0, 1], got {describe(self.mfu)}")
-        if not self.mfu <= self.hfu <= 1:
-            raise ValueError(f"hfu must be in [mfu, 1], got {describe(self.hfu)}")
-        for name in ("tflops_per_gpu", "tokens_per_second_per_gpu"):
-            nonnegative_number(name, getattr(self, name))
-        positive_int("microbatches", self.microbatches)
-        positive_int("gpus", self.gpus)
-        if self.memory_bytes is not None:
-            nonnegative_number("memory_bytes", self.memory_bytes)
+        rates = {"tflops_per_gpu": self.tflops_per_gpu,
+                 "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu}  # fmt: skip
+        counts = {"microbatches": self.microbatches, "gpus": self.gpus}
+        checks.check_step(self.seconds, self.mfu, self.hfu, rates, counts)
 
     @property
     def bottleneck(self) -> str:
@@ -237,65 +222,35 @@ def estimate(
     HFU outside (0, 1], a negative or infinite term): a bug, never bad input.
     """
     m = _model(model)
-    if not isinstance(plan, ParallelPlan):
-        raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
-    if not isinstance(cluster, Cluster):
-        raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
-    plan.check_world_size(cluster.world_size)
-    if plan.ep != 1:
-        raise ValueError(f"ep must be 1: the step model is for dense models, got {plan.ep}")
+    v = positive_int("chunks", chunks)
+    # Every stage chunk holds whole layers (the same number unless *uneven_stages*) and
+    # every TP rank whole heads: else nothing is priced.
+    uneven = flag("uneven_stages", uneven_stages)
+    busiest = checks.busiest_stage(m, plan, cluster, chunks=v, uneven=uneven)
     s = positive_int("seq_len", seq_len)
     b = positive_int("micro_batch_size", micro_batch_size)
     mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
     sched = check_choice("schedule", schedule, SCHEDULES)
-    v = positive_int("chunks", chunks)
-    if sched == "1f1b" and v != 1:
-        raise ValueError(f"chunks must be 1 for the 1f1b schedule, got {v}")
-    if type(zero_stage) is not int or zero_stage not in RECIPE:
-        raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {describe(zero_stage)}")
     sp = flag("sequence_parallel", sequence_parallel)
     check_mem = flag("check_memory", check_memory)
     overlap = flag("overlap_grad_reduce", overlap_grad_reduce)
     fp32_grads = flag("grad_reduce_in_fp32", grad_reduce_in_fp32)
     scatter = flag("scatter_gather_p2p", scatter_gather_p2p)
     kernels = check_choice("elementwise", elementwise, ELEMENTWISE_KERNELS)
-    if kernels == "eager" and zero_stage != 3:
-        raise ValueError("elementwise='eager' needs zero_stage=3: it is counted for torchtitan")
-    if zero_stage == 3 and not overlap:
-        raise ValueError(
-            "overlap_grad_reduce must be True with zero_stage=3: FSDP2 always overlaps"
-        )
+    checks.stack_options(zero_stage, elementwise=kernels, overlap_grad_reduce=overlap)
     if s % plan.cp:
         raise ValueError(f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}")
     n_mb = grad_accum_steps_for(
         global_batch_size=global_batch_size, micro_batch_size=b, dp_size=plan.dp
     )
+    checks.schedule_runs(sched, chunks=v, pp=plan.pp, microbatches=n_mb)
     gpu_key = preset_key(cluster.system.gpu)
     matmul_ceiling(gpu_key)  # a GPU without a measured (or stand-in) ceiling stops here
     gpu = cluster.system.gpu
-    # Every stage chunk holds whole layers (the same number unless *uneven_stages*) and
-    # every TP rank whole heads: else nothing is priced.
-    stage_chunks = plan.pp * v
-    if m.layers < plan.pp:
-        raise ValueError(f"layers must be >= pp: {m.layers} < {plan.pp}")
-    if not flag("uneven_stages", uneven_stages):
-        divisible("layers", m.layers, "pp * chunks", stage_chunks)
-    divisible("heads", m.heads, "tp", plan.tp)
-    # Uneven stages: the busiest holds ceil(L / (p·v)) layers per chunk; its memory counts.
-    busiest = replace(m, layers=-(-m.layers // stage_chunks) * stage_chunks)
-    # FSDP2 keeps what torchtitan's policy saves; that count exists for tp = 1 only.
-    titan = zero_stage == 3 and (mode != "selective" or plan.tp == 1)
-    mem = gpu_memory(
-        busiest, plan, RECIPE[zero_stage], seq_len=s, micro_batch_size=b, recompute=mode,
-        sequence_parallel=sp and plan.tp > 1, stack="pytorch" if titan else "megatron",
+    memory = checks.fitted_memory(
+        busiest, plan, gpu_key, gpu, zero_stage=zero_stage, recompute=mode, seq_len=s,
+        micro_batch_size=b, sequence_parallel=sp, check=check_mem,
     )  # fmt: skip
-    memory = mem.total
-    over = shortfall(mem, gpu_key)
-    if over > 0 and check_mem:
-        raise ValueError(
-            f"model does not fit: {memory / 1e9:.1f} GB per GPU, "
-            f"{over / 1e9:.1f} GB over the {gpu.hbm_bytes / 1e9:.0f} GB of HBM"
-        )
 
     kernel = check_choice("attention", attention, ATTENTION_KERNELS)
     stack = "pytorch" if zero_stage == 3 else "megatron"
@@ -350,7 +305,7 @@ def estimate(
     try:  # a result that cannot be is a bug the code reports, not bad input
         parts = Breakdown(compute, tp, cp, 0.0, pp_bubble, pp_p2p, dp, optimizer)
     except (ValueError, TypeError) as err:
-        raise RuntimeError(f"estimate broke an invariant: {err}") from None
+        raise checks.invariant_broken(err) from None
     seconds = parts.total
     tokens = global_batch_size * s
     world = cluster.world_size
@@ -375,4 +330,4 @@ def estimate(
             gpus=world,
         )
     except (ValueError, TypeError) as err:
-        raise RuntimeError(f"estimate broke an invariant: {err}") from None
+        raise checks.invariant_broken(err) from None
