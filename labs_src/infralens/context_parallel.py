@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice, divisible, positive_int, ranks_cap
+from infralens._validate import check_choice, divisible, in_int_range, positive_int, ranks_cap
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
 from infralens.sharding import chunk_offsets, chunk_sizes
@@ -184,6 +184,10 @@ def ulysses_bytes(
     divisible("heads", positive_int("heads", heads), "cp", cp)
     divisible("kv_heads", positive_int("kv_heads", kv_heads), "cp", cp)
     divisible("heads", heads, "kv_heads", kv_heads)
+    if not in_int_range(per_head * heads):
+        raise ValueError(
+            "seq_len * micro_batch * heads * head_dim * bytes_per_element must be < 2**63 bytes"
+        )
 
     def sent(n_heads: int) -> int:
         return int(ring_bytes_sent("all_to_all", per_head * n_heads, cp))
