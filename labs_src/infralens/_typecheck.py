@@ -50,8 +50,9 @@ class _Refused(Exception):
 def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | None = None) -> bool:
     """Whether *value* fits the annotation *hint* (containers checked element by element).
 
-    Walks at most :data:`MAX_ITEMS` elements in all (*budget*) and never a ``range``;
-    an int or Fraction beyond ``MAX_INT`` raises :class:`_Refused`.
+    Walks at most :data:`MAX_ITEMS` elements in all (*budget*); a ``range`` is checked
+    by its ends, its length counted against the budget. An int or Fraction beyond
+    ``MAX_INT``, or a container over the budget, raises :class:`_Refused`.
     """
     if budget is None:
         budget = [MAX_ITEMS]
