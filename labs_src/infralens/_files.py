@@ -8,8 +8,10 @@ that are not UTF-8 all end as the same kind of error the argument checks raise.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import os
+import stat
 
 from infralens._validate import describe
 
@@ -19,6 +21,9 @@ __all__ = ["read_csv_rows", "read_text"]
 def read_text(path: object, what: str, max_bytes: int) -> str:
     """Read the UTF-8 file *path* (at most *max_bytes*); every failure is a ``ValueError``
     naming *what* and the path, never an ``OSError`` or a ``UnicodeDecodeError``.
+
+    Only a regular file is read: a FIFO, a socket or a device is refused before any
+    read, so none can block.
 
     >>> read_text("no/such.csv", "measurement file", 2**20)
     Traceback (most recent call last):
@@ -31,7 +36,14 @@ def read_text(path: object, what: str, max_bytes: int) -> str:
     if not os.fspath(path):
         raise ValueError(f"path of the {what} must not be empty")
     try:
-        with open(path, "rb") as f:
+        # Non-blocking, so a FIFO or a device cannot hang the open; only a regular file is read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+            if not stat.S_ISREG(mode):
+                raise OSError(errno.EINVAL, "not a regular file")
             raw = f.read(max_bytes + 1)
     except (OSError, ValueError) as err:  # ValueError: an embedded NUL byte
         reason = getattr(err, "strerror", None) or "not a usable file name"

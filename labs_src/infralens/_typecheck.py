@@ -23,14 +23,15 @@ import collections.abc
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from fractions import Fraction
 from typing import ParamSpec, TypeVar
 
-from infralens._validate import describe
+from infralens._validate import MAX_ITEMS, describe, in_int_range
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,27 +39,50 @@ R = TypeVar("R")
 __all__ = ["check_fields", "typed"]
 
 
-def _matches(value: object, hint: object, depth: int = 0) -> bool:
-    """Whether *value* fits the annotation *hint* (containers checked element by element)."""
+class _Refused(Exception):
+    """Raised inside :func:`_matches` when a value is the right type but out of range."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | None = None) -> bool:
+    """Whether *value* fits the annotation *hint* (containers checked element by element).
+
+    Walks at most :data:`MAX_ITEMS` elements in all (*budget*); a ``range`` is checked
+    by its ends, its length counted against the budget. An int or Fraction beyond
+    ``MAX_INT``, or a container over the budget, raises :class:`_Refused`.
+    """
+    if budget is None:
+        budget = [MAX_ITEMS]
     if hint is typing.Any or isinstance(hint, TypeVar) or depth > 4:
         return True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, a, depth) for a in args)
+        return any(_matches(value, a, depth, budget) for a in args)
     if hint is None or hint is type(None):
         return value is None
     if hint is bool:
         return isinstance(value, bool)
+    if isinstance(value, int) and not isinstance(value, bool) and hint in _NUMBERS:
+        if not in_int_range(value):
+            raise _Refused(f"must be within +-(2**63 - 1), got {describe(value)}")
+        return True
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return False
     if hint is Fraction:  # ints are exact fractions
-        return isinstance(value, Fraction) or (
-            isinstance(value, int) and not isinstance(value, bool)
-        )
+        if isinstance(value, Fraction) and not in_int_range(int(value)):
+            raise _Refused(f"must be within +-(2**63 - 1), got {describe(value)}")
+        return isinstance(value, Fraction)
     if hint is float:  # a float parameter takes any finite real
-        if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        if not isinstance(value, float | Fraction):
             return False
-        return not (isinstance(value, float) and math.isinf(value))
+        return (
+            _matches(value, Fraction, depth, budget)
+            if isinstance(value, Fraction)
+            else (not math.isinf(value))
+        )
     if origin is None:
         return not isinstance(hint, type) or isinstance(value, hint)
     if origin is typing.Literal:
@@ -66,25 +90,40 @@ def _matches(value: object, hint: object, depth: int = 0) -> bool:
     if origin is tuple:
         if not isinstance(value, tuple):
             return False
+        _spend(budget, len(value))
         if len(args) == 2 and args[1] is Ellipsis:
-            return all(_matches(v, args[0], depth + 1) for v in value)
+            return all(_matches(v, args[0], depth + 1, budget) for v in value)
         return len(value) == len(args) and all(
-            _matches(v, a, depth + 1) for v, a in zip(value, args, strict=True)
+            _matches(v, a, depth + 1, budget) for v, a in zip(value, args, strict=True)
         )
     if origin in (list, collections.abc.Sequence, collections.abc.Iterable):
         if isinstance(value, str | bytes) or not isinstance(value, origin):
             return False
         if not isinstance(value, Sequence):
             return True  # a one-shot iterable is not consumed here
-        return not args or all(_matches(v, args[0], depth + 1) for v in value)
+        if isinstance(value, range):  # its items are ints: check the ends, never walk it
+            ends = (value.start, value.stop, value.step)
+            fits = not args or all(_matches(v, args[0], depth + 1, budget) for v in ends)
+            # The callee may walk it: it counts like a list (its length may not fit a C long).
+            _spend(budget, len(value) if abs(value.stop - value.start) < 2**62 else MAX_ITEMS + 1)
+            return fits
+        _spend(budget, len(value))
+        return not args or all(_matches(v, args[0], depth + 1, budget) for v in value)
     if origin in (dict, collections.abc.Mapping):
         if not isinstance(value, origin):
             return False
+        _spend(budget, len(value))
         return len(args) != 2 or all(
-            _matches(k, args[0], depth + 1) and _matches(v, args[1], depth + 1)
+            _matches(k, args[0], depth + 1, budget) and _matches(v, args[1], depth + 1, budget)
             for k, v in value.items()
         )
     return isinstance(value, origin)
+
+
+def _spend(budget: list[int], items: int) -> None:
+    budget[0] -= items
+    if budget[0] < 0:
+        raise _Refused(f"must hold at most {MAX_ITEMS} items, nested ones counted")
 
 
 _NUMBERS = {int, float, Fraction}
@@ -112,12 +151,17 @@ def _explain(name: str, value: object, hint: object, nested: bool = False) -> st
     is_seq = origin in (list, collections.abc.Sequence, collections.abc.Iterable) or (
         origin is tuple and len(args) == 2 and args[1] is Ellipsis
     )
-    if is_seq and isinstance(value, Sequence) and not isinstance(value, str | bytes) and args:
-        for v in value:
+    # Only a container of the right kind is searched for its misfit (never a range for a
+    # tuple): the check stopped at that element, so the search stops there too.
+    kind = tuple if origin is tuple else origin
+    right_kind = isinstance(kind, type) and isinstance(value, kind)
+    seq = value if right_kind and isinstance(value, Sequence) else None
+    if is_seq and seq is not None and not isinstance(seq, str | bytes) and args:
+        for v in itertools.islice(seq, MAX_ITEMS):  # the misfit is among the checked ones
             if not _matches(v, args[0]):
                 return _explain(name, v, args[0], nested=True)
     if origin in (dict, collections.abc.Mapping) and isinstance(value, dict) and len(args) == 2:
-        for k, v in value.items():
+        for k, v in itertools.islice(value.items(), MAX_ITEMS):
             if not _matches(k, args[0]):
                 return _explain(f"{name} keys", k, args[0])
             if not _matches(v, args[1]):
@@ -128,25 +172,65 @@ def _explain(name: str, value: object, hint: object, nested: bool = False) -> st
     return f"{name} must be {_hint_name(hint, plural=nested)}, got {got}"
 
 
-def check_fields(obj: object) -> None:
+_FIELD_HINTS: dict[type, tuple[tuple[str, object], ...]] = {}
+
+
+def _field_hints(cls: type) -> tuple[tuple[str, object], ...]:
+    """A dataclass's (field, annotation) pairs, resolved once per class."""
+    if cls not in _FIELD_HINTS:
+        hints = typing.get_type_hints(cls)
+        _FIELD_HINTS[cls] = tuple((f.name, hints.get(f.name)) for f in dataclasses.fields(cls))
+    return _FIELD_HINTS[cls]
+
+
+def check_fields(obj: object, signed: Collection[str] = ()) -> None:
     """Check a dataclass instance's fields against their annotations (see :func:`typed`).
 
-    Call it first in ``__post_init__``; raises ``TypeError`` naming the field.
+    Call it first in ``__post_init__``. Beyond the types, a number is never NaN
+    and, unless its field is named in *signed*, never negative: sizes, bytes,
+    seconds and counts cannot be. Raises ``TypeError`` naming the field for a
+    wrong type, ``ValueError`` for a value out of range.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Step:
+    ...     seconds: float
+    ...     def __post_init__(self) -> None:
+    ...         check_fields(self)
+    >>> Step(-1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: seconds must be >= 0, got -1.0
     """
-    hints = typing.get_type_hints(type(obj))
-    for field in dataclasses.fields(obj):  # type: ignore[arg-type]
-        hint = hints.get(field.name)
-        value = getattr(obj, field.name)
-        if hint is not None and not _matches(value, hint):
-            raise TypeError(_explain(field.name, value, hint))
+    for name, hint in _field_hints(type(obj)):
+        value = getattr(obj, name)
+        if hint is not None:
+            _check(name, value, hint)
+        if isinstance(value, int | float | Fraction) and not isinstance(value, bool):
+            if value != value:
+                raise ValueError(f"{name} must be a number, got nan")
+            if value < 0 and name not in signed:
+                raise ValueError(f"{name} must be >= 0, got {describe(value)}")
+
+
+def _check(name: str, value: object, hint: object) -> None:
+    """Raise ``TypeError`` if *value* does not fit *hint*, ``ValueError`` if it is too big."""
+    try:
+        fits = _matches(value, hint)
+    except _Refused as err:
+        raise ValueError(f"{name} {err.why}") from None
+    if not fits:
+        raise TypeError(_explain(name, value, hint))
 
 
 def typed(fn: Callable[P, R]) -> Callable[P, R]:
     """Check every argument of *fn* against its annotation before *fn* runs.
 
     ``bool`` is not an ``int``, a ``float`` parameter takes a finite real, and
-    sequences and mappings are checked element by element (work linear in the
-    input). A mismatch raises ``TypeError`` naming the argument.
+    sequences and mappings are checked element by element, at most
+    :data:`~infralens._validate.MAX_ITEMS` in all (a ``range`` by its ends).
+    A mismatch raises ``TypeError`` naming the argument; an int beyond
+    :data:`~infralens._validate.MAX_INT` or a container too large, ``ValueError``.
 
     >>> @typed
     ... def area(sides: Sequence[int]) -> int:
@@ -173,8 +257,7 @@ def typed(fn: Callable[P, R]) -> Callable[P, R]:
             kind = sig.parameters[name].kind
             if hint is None or kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD):
                 continue
-            if not _matches(value, hint):
-                raise TypeError(_explain(name, value, hint))
+            _check(name, value, hint)
         return fn(*args, **kwargs)
 
     return wrapper

@@ -18,11 +18,14 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 __all__ = [
+    "MAX_INT",
+    "MAX_ITEMS",
     "MAX_RANKS",
     "check_choice",
     "describe",
     "divisible",
     "flag",
+    "in_int_range",
     "nonnegative_int",
     "nonnegative_number",
     "positive_int",
@@ -33,8 +36,17 @@ __all__ = [
 ]
 
 
-MAX_RANKS = 2**24
-"""Largest world size a function that lists one entry per rank accepts (16,777,216)."""
+MAX_RANKS = 2**17
+"""Largest world size a function that lists one entry per rank accepts (131,072 GPUs): a
+list of that many entries is made in well under a second and a few MB."""
+
+MAX_INT = 2**63 - 1
+"""Largest integer (in magnitude) any argument takes, a signed 64-bit int: checked before
+any arithmetic, so no argument overflows a float or needs more than 19 digits to print."""
+
+MAX_ITEMS = 2**20
+"""Most items (1,048,576, nested ones counted) a sequence or mapping argument may hold:
+checked while its elements' types are, so no check walks more."""
 
 
 def describe(value: object, limit: int = 40) -> str:
@@ -56,18 +68,36 @@ def describe(value: object, limit: int = 40) -> str:
         if value.bit_length() > 128:
             return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
         return str(value)
+    if (
+        isinstance(value, Fraction)
+        and max(value.numerator.bit_length(), value.denominator.bit_length()) > 128
+    ):
+        return "a Fraction with parts of more than 38 digits"
     if isinstance(value, float | Fraction):
         text = str(value)
         return text if len(text) <= limit else f"a {type(value).__name__} of {len(text)} chars"
     if isinstance(value, str):
-        if len(value) <= limit:
+        if len(value) <= limit and len(repr(value)) <= 2 * limit:
             return repr(value)
-        return f"{value[:limit]!r}... ({len(value)} chars)"
+        return f"{repr(value[:limit])[: 2 * limit]}... ({len(value)} chars)"
     try:
         size = len(value)  # type: ignore[arg-type]
     except Exception:
         return f"a {type(value).__name__}"
     return f"a {type(value).__name__} of {size} items"
+
+
+def in_int_range(value: int) -> bool:
+    """Whether the int *value* lies within ``-MAX_INT..MAX_INT`` (no digits are made).
+
+    >>> in_int_range(2**63 - 1), in_int_range(10**5000)
+    (True, False)
+    """
+    return value.bit_length() <= 63
+
+
+def _out_of_range(name: str, value: int | Fraction) -> ValueError:
+    return ValueError(f"{name} must be within +-(2**63 - 1), got {describe(value)}")
 
 
 def flag(name: str, value: object) -> bool:
@@ -89,12 +119,12 @@ def ranks_cap(name: str, value: object) -> int:
     >>> ranks_cap("world_size", 2**30)
     Traceback (most recent call last):
     ...
-    ValueError: world_size must be <= 2**24 (16777216) to list every rank, got 1073741824
+    ValueError: world_size must be <= 2**17 (131072) to list every rank, got 1073741824
     """
     v = positive_int(name, value)
     if v > MAX_RANKS:
         raise ValueError(
-            f"{name} must be <= 2**24 ({MAX_RANKS}) to list every rank, got {describe(v)}"
+            f"{name} must be <= 2**17 ({MAX_RANKS}) to list every rank, got {describe(v)}"
         )
     return v
 
@@ -104,6 +134,10 @@ def _number(name: str, value: object) -> int | float | Fraction:
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if isinstance(value, float) and math.isinf(value):  # NaN fails every range check
         raise ValueError(f"{name} must be finite, got {value}")
+    if isinstance(value, int) and not in_int_range(value):
+        raise _out_of_range(name, value)
+    if isinstance(value, Fraction) and not in_int_range(int(value)):
+        raise _out_of_range(name, value)
     return value
 
 
@@ -111,6 +145,8 @@ def _int(name: str, value: object) -> int:
     # bool is a subclass of int; "world_size=True" is always a mistake.
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not in_int_range(value):
+        raise _out_of_range(name, value)
     return value
 
 
@@ -205,7 +241,9 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     """
     if not isinstance(value, str) or value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {allowed}; got {describe(value)}")
+        if len(allowed) > 120:  # a long list: the first few, and how many there are
+            allowed = allowed[: allowed.rfind(", ", 0, 100)] + f", ... ({len(choices)} in all)"
+        raise ValueError(f"{name} must be one of {allowed}; got {describe(value, 16)}")
     return value
 
 
@@ -217,14 +255,20 @@ def same_lengths(name: str, rows: Sequence[Sequence[object]]) -> int:
     ...
     ValueError: per_rank must hold one equal-length list per rank; lengths are [2, 1]
     """
-    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+    if isinstance(rows, str | bytes | range) or not isinstance(rows, Sequence):
         raise TypeError(f"{name} must be a sequence of per-rank sequences")
+    if len(rows) > MAX_RANKS:
+        raise ValueError(f"{name} must hold at most {MAX_RANKS} ranks, got {len(rows)}")
     if len(rows) == 0:
         raise ValueError(f"{name} must hold at least one rank, got 0")
     for row in rows:
         if isinstance(row, str | bytes) or not isinstance(row, Sequence):
             raise TypeError(f"{name} must be a sequence of per-rank sequences")
-    lengths = [len(r) for r in rows]
+    lengths = [
+        len(r) if not isinstance(r, range) or abs(r.stop - r.start) < 2**62 else -1 for r in rows
+    ]
+    if sum(abs(n) for n in lengths) > MAX_ITEMS or -1 in lengths:
+        raise ValueError(f"{name} must hold at most {MAX_ITEMS} items in all")
     if len(set(lengths)) != 1:
         shown = str(lengths) if len(lengths) <= 8 else f"{lengths[:8]} and {len(lengths) - 8} more"
         raise ValueError(f"{name} must hold one equal-length list per rank; lengths are {shown}")

@@ -20,7 +20,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import nonnegative_int, nonnegative_number, positive_int
 from infralens.collectives import ring_bytes_sent
 
@@ -212,6 +212,9 @@ class Overlap:
 
     backward_end: Fraction
     allreduce_spans: tuple[tuple[Fraction, Fraction], ...]
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def exposed(self) -> Fraction:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap
 from infralens.sharding import chunk_offsets, chunk_sizes
 
@@ -51,6 +51,7 @@ class Chunk:
         nonnegative_int("rank", self.rank)
         nonnegative_int("offset", self.offset)
         nonnegative_int("length", self.length)
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,9 @@ class Read:
     row_in_chunk: int
     row_in_dest: int
     rows: int
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @typed
@@ -193,6 +197,7 @@ class RolloutCursor:
         nonnegative_int("policy_version", self.policy_version)
         nonnegative_int("next_rollout", self.next_rollout)
         nonnegative_int("max_staleness", self.max_staleness)
+        check_fields(self)
 
     def accept(self, *, rollout: int, policy_version: int) -> RolloutCursor:
         """Return the cursor after consuming *rollout*, or raise if it is duplicated or stale."""

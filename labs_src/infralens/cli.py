@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from infralens._typecheck import typed
 from infralens._validate import check_choice, positive_int, positive_number
@@ -102,24 +102,35 @@ def rank_report(
     return head + "\n" + render_ranking(ranked)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(message.split())
+        self.exit(2, f"{self.prog}: {text if len(text) < 200 else text[:196] + '...'}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad input, one line on stderr).
 
-    A closed stdout (output piped to ``head``) ends quietly.
+    A closed stdout (output piped to ``head``) ends quietly with status 1; a stdout
+    that cannot be written (a full disk, ``> /dev/full``) with one line and status 1.
     """
     try:
         status = _main(argv)
-        sys.stdout.flush()  # a closed pipe shows here, inside the handler
+        sys.stdout.flush()  # a closed pipe or a full device shows here, inside the handler
         return status
-    except BrokenPipeError:
+    except OSError as err:
         # Python flushes stdout again at exit; point it at devnull so that does not fail.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        if not isinstance(err, BrokenPipeError):
+            print(f"infralens: cannot write the output: {err.strerror or err}", file=sys.stderr)
+        return 1
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infralens", description="InfraLens tools.")
+    parser = _Parser(prog="python -m infralens", description="InfraLens tools.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     plan_cmd = commands.add_parser(
         "plan", help="show the rank placement, groups, links and worksheet of a plan file"

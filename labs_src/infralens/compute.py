@@ -39,7 +39,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from infralens._validate import check_choice, nonnegative_number, positive_int, positive_number
+from infralens._validate import (
+    check_choice,
+    flag,
+    nonnegative_number,
+    positive_int,
+    positive_number,
+)
 from infralens.attention_kernels import attention_flops_per_token
 from infralens.hardware import GPUS, MAMF_BF16
 from infralens.memory import RECOMPUTE, STACKS
@@ -86,32 +92,38 @@ def achievable_fraction(gpu: str) -> Fraction:
     return Fraction(MAMF_BF16[key], GPUS[key].bf16_flops)
 
 
-def model_flops_per_token(model: TransformerConfig, *, seq_len: int) -> int:
+def model_flops_per_token(model: TransformerConfig, *, seq_len: int, causal: bool = False) -> int:
     """Model FLOPs per trained token, PaLM Appendix B: 6·N + 12·L·h·s.
 
     N counts every matrix the token multiplies (the layers and the output
     projection; the embedding lookup is not a matmul), L·h·s the attention
-    scores and values, counted in full as PaLM does even though a causal
-    mask lets FlashAttention skip about half (see
-    :func:`hardware_flops_per_token`).
+    scores and values, counted in full as PaLM does. With *causal* the
+    attention term is the half a causal mask leaves, 6·N + 6·L·h·s: the
+    FLOPs a causal model needs, and the count FlashAttention's papers use.
+    PaLM's full count credits FLOPs a block-skipping kernel never runs, so
+    at long context it can exceed what the GPUs execute (an MFU above 1);
+    :func:`infralens.step.estimate` uses the causal count.
 
     >>> from infralens.model import PRESETS
     >>> m = PRESETS["llama3-8b"]
     >>> model_flops_per_token(m, seq_len=1) - 6 * (m.num_params() - m.embedding_params())
     1572864
+    >>> full = model_flops_per_token(m, seq_len=131072)
+    >>> round(model_flops_per_token(m, seq_len=131072, causal=True) / full, 2)  # at 128K
+    0.59
     >>> model_flops_per_token(m, seq_len=0)
     Traceback (most recent call last):
     ...
     ValueError: seq_len must be >= 1, got 0
 
-    Raises ``ValueError`` if *seq_len* is below 1.
+    Raises ``ValueError`` if *seq_len* is below 1, ``TypeError`` if *causal* is not a bool.
     """
     m = _model(model)
     s = positive_int("seq_len", seq_len)
     n = m.num_params() - m.embedding_params()
     if m.tied_embeddings:
         n += m.vocab_size * m.hidden  # the tied table is still the output matmul
-    return 6 * n + 12 * m.layers * m.hidden * s
+    return 6 * n + (6 if flag("causal", causal) else 12) * m.layers * m.hidden * s
 
 
 def gemm_flops_per_token(

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
-from infralens._validate import check_choice, divisible, positive_int, ranks_cap
+from infralens._typecheck import check_fields, typed
+from infralens._validate import check_choice, divisible, in_int_range, positive_int, ranks_cap
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
 from infralens.sharding import chunk_offsets, chunk_sizes
 
 __all__ = [
     "LAYOUTS",
+    "MAX_PAIRS",
     "SCORES",
     "UlyssesBytes",
     "activation_bytes_per_rank",
@@ -143,6 +144,9 @@ class UlyssesBytes:
     v: int
     out: int
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
     @property
     def total(self) -> int:
         """Sum of the four all-to-alls."""
@@ -182,6 +186,10 @@ def ulysses_bytes(
     divisible("heads", positive_int("heads", heads), "cp", cp)
     divisible("kv_heads", positive_int("kv_heads", kv_heads), "cp", cp)
     divisible("heads", heads, "kv_heads", kv_heads)
+    if not in_int_range(per_head * heads):
+        raise ValueError(
+            "seq_len * micro_batch * heads * head_dim * bytes_per_element must be < 2**63 bytes"
+        )
 
     def sent(n_heads: int) -> int:
         # the all-to-all keeps 1/cp of the buffer at home, sends (cp - 1) / cp
@@ -189,6 +197,11 @@ def ulysses_bytes(
 
     return UlyssesBytes(q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads))
     # [end:ulysses]
+
+
+MAX_PAIRS = 2**14
+"""Most ``(token, head)`` pairs :func:`ulysses_placement` lists (16,384): it moves each
+one through an all-to-all, so the work grows with ``seq_len * heads``."""
 
 
 @typed
@@ -206,10 +219,15 @@ def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int,
     >>> ulysses_placement(2, 1, 1)    # one rank: nothing moves
     [[(0, 0), (1, 0)]]
 
-    Raises ``ValueError`` unless *seq_len* and *heads* are divisible by *cp*.
+    Raises ``ValueError`` unless *seq_len* and *heads* are divisible by *cp*, or if
+    ``seq_len * heads`` is above :data:`MAX_PAIRS` (every pair is listed).
     """
     c, n = _tokens(seq_len, cp), ranks_cap("cp", cp)
     g = divisible("heads", positive_int("heads", heads), "cp", n) // n
+    if seq_len * heads > MAX_PAIRS:
+        raise ValueError(
+            f"seq_len * heads must be <= {MAX_PAIRS} to list every pair, got {seq_len * heads}"
+        )
     send = [
         [
             t * heads + h

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import divisible, positive_int, ranks_cap
 from infralens.batch import global_batch_size
 from infralens.collectives import Value, all_reduce, ring_bytes_sent
@@ -106,6 +106,8 @@ def ddp_gradients(
     """
     if len(per_rank_samples) == 0:
         raise ValueError("per_rank_samples must hold at least one rank, got 0")
+    if any(len(s) == 0 for s in per_rank_samples):
+        raise ValueError("per_rank_samples must hold at least one (x, y) pair on every rank")
     local = [[mean_squared_error_grad(weight, s)] for s in per_rank_samples]
     # g = (g_0 + ... + g_{n-1}) / n: the only exchange between ranks
     summed = all_reduce(local)
@@ -147,6 +149,7 @@ class DataParallelStep:
         for name in ("dp_size", "micro_batch_size", "grad_accum_steps", "num_params"):
             positive_int(name, getattr(self, name))
         positive_int("bytes_per_grad", self.bytes_per_grad)
+        check_fields(self)
 
     # [start:step-cost]
     @property

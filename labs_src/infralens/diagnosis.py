@@ -31,7 +31,7 @@ from pathlib import Path
 from statistics import median
 
 from infralens._files import read_text
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import (
     check_choice,
     describe,
@@ -78,6 +78,7 @@ class RankStep:
         nonnegative_int("rank", self.rank)
         for name in ("compute_s", "comm_s", "data_wait_s"):
             nonnegative_number(name, getattr(self, name))
+        check_fields(self)
 
     @property
     def step_s(self) -> float:
@@ -120,6 +121,7 @@ class Trace:
                     f"records at step {step} must have ranks 0..{w - 1} once each; "
                     f"missing {missing}{more}"
                 )
+        check_fields(self)
 
     def per_rank(self, field: str) -> list[float]:
         """Median over steps of *field* for each rank, in rank order.
@@ -172,6 +174,9 @@ class Diagnosis:
     kind: str
     rank: int | None
     evidence: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def classify(

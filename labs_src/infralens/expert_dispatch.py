@@ -220,6 +220,8 @@ def layer_seconds(
     # [start:layer-time]
     f = positive_int("flops_per_token", flops_per_token)
     rate = positive_number("flops_per_second", flops_per_second)
+    if not load:
+        raise ValueError("load must hold at least one expert")
     tokens = rank_tokens([nonnegative_int("load", n) for n in load], ep)
     # with a capacity every expert computes its whole buffer, full or padded
     if capacity is not None:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import (
+    describe,
     nonnegative_int,
     nonnegative_number,
     positive_int,
@@ -32,6 +33,7 @@ from infralens._validate import (
 from infralens.collectives import Value
 
 __all__ = [
+    "MAX_EXPERTS",
     "Routing",
     "expert_capacity",
     "load_balancing_loss",
@@ -111,9 +113,19 @@ class Routing:
     dropped: tuple[int, ...]
     lost: tuple[tuple[int, int], ...] = ()
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+MAX_EXPERTS = 2**16
+"""Most experts a layer may have (65,536; DeepSeek-V3 routes among 256): counts are kept
+per expert, so the work grows with it."""
+
 
 def _checked(routes: Sequence[Sequence[int]], experts: int) -> int:
     e = positive_int("experts", experts)
+    if e > MAX_EXPERTS:
+        raise ValueError(f"experts must be <= {MAX_EXPERTS}, got {describe(e)}")
     for t, chosen in enumerate(routes):
         if len(set(chosen)) != len(chosen):
             raise ValueError(f"routes[{t}] picks an expert twice: {tuple(chosen)}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, divisible
 from infralens.fsdp import Unit
 from infralens.fsdp_memory import gradient_buffer_peak
@@ -50,6 +50,9 @@ class Breakdown:
     activations: int
     logits: int
     grad_buffers: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def total(self) -> int:

@@ -114,6 +114,9 @@ class Event:
     op: str
     unit: int
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
 
 @typed
 def step_events(

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import nonnegative_int, positive_int
 from infralens.fsdp import (
     Unit,
@@ -132,6 +132,9 @@ class Footprint:
     root: int
     peak_units: int
     grad_buffers: int
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def total(self) -> int:

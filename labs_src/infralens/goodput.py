@@ -23,9 +23,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from infralens._typecheck import check_fields
 from infralens._validate import nonnegative_number, positive_int, positive_number
 
 __all__ = [
+    "MAX_QUANTITY",
     "CheckpointCost",
     "checkpoint_cost",
     "daly_interval",
@@ -39,12 +41,27 @@ __all__ = [
 ]
 
 
+MAX_QUANTITY = 10**18
+"""Largest seconds, bytes or bytes per second any argument may give (10**18 s is 30
+billion years); one that divides or multiplies is at least 1e-9. Products and quotients of two such
+values stay far inside a float, so every result is finite and none underflows."""
+
+
+def _bounded(name: str, value: float) -> float:
+    if value > MAX_QUANTITY:
+        raise ValueError(f"{name} must be <= 10**18, got {value:.3g}")
+    return value
+
+
 def _pos(name: str, value: object) -> float:
-    return float(positive_number(name, value))
+    v = _bounded(name, float(positive_number(name, value)))
+    if v < 1e-9:  # a divisor or factor this small underflows its products to 0
+        raise ValueError(f"{name} must be >= 1e-9, got {v:.3g}")
+    return v
 
 
 def _nonneg(name: str, value: object) -> float:
-    return float(nonnegative_number(name, value))
+    return _bounded(name, float(nonnegative_number(name, value)))
 
 
 def observed_mtbf_seconds(*, interruptions: int, seconds: float) -> float:
@@ -210,6 +227,9 @@ class CheckpointCost:
 
     blocking_s: float
     background_s: float
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def checkpoint_cost(

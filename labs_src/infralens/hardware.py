@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, positive_int
 
 __all__ = [
@@ -69,6 +69,7 @@ class GPU:
         for field in ("bf16_flops", "hbm_bytes", "hbm_bytes_per_s", "nvlink_links"):
             positive_int(field, getattr(self, field))
         positive_int("nvlink_bytes_per_s", self.nvlink_bytes_per_s)
+        check_fields(self)
 
 
 GPUS: dict[str, GPU] = {
@@ -200,6 +201,7 @@ class System:
                 "nvlink_domain must be a multiple of gpus_per_node: "
                 f"{self.nvlink_domain} % {self.gpus_per_node} != 0"
             )
+        check_fields(self)
 
     @property
     def nic_bytes_per_s(self) -> int:

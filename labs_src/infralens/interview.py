@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
 from infralens.design import Workload, fill_worksheet
 from infralens.goodput import (
@@ -107,6 +107,7 @@ class Scenario:
             raise ValueError(
                 "measurement must name a signal (profiler trace, memory, bandwidth, ...)"
             )
+        check_fields(self)
 
 
 @typed

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infralens._typecheck import check_fields
 from infralens._validate import check_choice, positive_int
 
 __all__ = [
@@ -78,6 +79,9 @@ class Lab:
     page: str
     section: str
     section_page: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def label(self) -> str:

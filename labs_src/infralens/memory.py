@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from infralens._validate import check_choice, divisible, positive_int
+from infralens._validate import check_choice, divisible, flag, positive_int
 from infralens.model import PRESETS, TransformerConfig
 from infralens.precision import recipe_bytes
 
@@ -137,7 +137,9 @@ def _model(model: TransformerConfig | str) -> TransformerConfig:
     if isinstance(model, str):
         return PRESETS[check_choice("model", model, tuple(PRESETS))]
     if not isinstance(model, TransformerConfig):
-        raise TypeError(f"model must be a TransformerConfig or a PRESETS key, got {model!r}")
+        raise TypeError(
+            f"model must be a TransformerConfig or a PRESETS key, got {type(model).__name__}"
+        )
     return model
 
 
@@ -213,6 +215,8 @@ def activation_bytes(
     b = positive_int("micro_batch_size", micro_batch_size)
     t = positive_int("tp", tp)
     e = positive_int("element_bytes", element_bytes)
+    sequence_parallel = flag("sequence_parallel", sequence_parallel)
+    dropout = flag("dropout", dropout)
     mode = check_choice("recompute", recompute, RECOMPUTE)
     kind = check_choice("attention", attention, ATTENTION)
     who = check_choice("stack", stack, STACKS)

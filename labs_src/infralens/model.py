@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, divisible, positive_int, positive_number
 
 __all__ = [
@@ -78,6 +78,7 @@ class TransformerConfig:
         check_choice("norm", self.norm, NORMS)
         divisible("hidden", self.hidden, "heads", self.heads)
         divisible("heads", self.heads, "kv_heads", self.kv_heads)
+        check_fields(self)
 
     @property
     def head_dim(self) -> int:

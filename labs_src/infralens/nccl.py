@@ -34,7 +34,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import islice
 
+from infralens._typecheck import check_fields
 from infralens._validate import check_choice, nonnegative_int
 from infralens.collectives import bus_bandwidth_factor
 from infralens.topology import Cluster
@@ -115,6 +117,9 @@ class Prediction:
     algbw: float
     bus_bandwidth: float
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
 
 @dataclass(frozen=True)
 class _Shape:
@@ -127,10 +132,22 @@ class _Shape:
     net_gpu: float  # GB/s one GPU reaches over its own adapters (point to point)
 
 
+def _group(cluster: Cluster, ranks: object) -> list[int]:
+    """*ranks* as a list; a group holds each rank once, so at most world_size are read."""
+    if ranks is None:
+        return list(range(cluster.world_size))
+    if isinstance(ranks, str | bytes) or not isinstance(ranks, Iterable):
+        raise TypeError(f"ranks must be an iterable of ranks, got {type(ranks).__name__}")
+    group = list(islice(ranks, cluster.world_size + 1))
+    if len(group) > cluster.world_size:
+        raise ValueError(f"ranks must hold at most the cluster's {cluster.world_size} ranks")
+    return group
+
+
 def _shape(cluster: Cluster, ranks: Iterable[int] | None) -> _Shape:
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
-    group = list(range(cluster.world_size) if ranks is None else ranks)
+    group = _group(cluster, ranks)
     if not group:
         raise ValueError("ranks must hold at least one rank")
     if len(set(group)) != len(group):
@@ -295,7 +312,9 @@ def predict(
     """
     check_choice("op", op, OPS)
     n = nonnegative_int("nbytes", nbytes)
-    group = None if ranks is None else list(ranks)
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
+    group = None if ranks is None else _group(cluster, ranks)
     g = _shape(cluster, group)
     allowed = candidates(op, cluster, group)
     if algorithm is not None:

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from infralens._typecheck import check_fields
 from infralens._validate import nonnegative_int, nonnegative_number, positive_number
 from infralens.goodput import optimal_checkpoint_interval
 
@@ -77,6 +78,9 @@ class CollectiveRecord:
     nbytes: int
     completed: bool = False
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
 
 @dataclass(frozen=True)
 class Hang:
@@ -93,6 +97,9 @@ class Hang:
     missing: tuple[int, ...]
     waiting: tuple[int, ...]
     mismatched: bool
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
@@ -138,7 +145,11 @@ def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
     # PyTorch numbers a group's collectives from 1: a rank with no record started none
     last = {r: max(s, default=0) for r, s in by_rank.items()}
     firsts = [min(s) for s in by_rank.values() if s]
-    for seq in range(min(firsts, default=1), max(last.values()) + 1):
+    # Between recorded numbers nothing changes except where the shortest rank stops:
+    # walk the recorded ones and the first after it, never every number in between.
+    lo, hi = min(firsts, default=1), max(last.values())
+    steps = {q for s in by_rank.values() for q in s} | {min(last.values()) + 1, lo}
+    for seq in sorted(q for q in steps if lo <= q <= hi):
         present = {r: s[seq] for r, s in by_rank.items() if seq in s}
         missing = tuple(sorted(r for r in by_rank if seq > last[r]))
         waiting = tuple(sorted(r for r, e in present.items() if not e.completed))
@@ -157,6 +168,9 @@ class Straggler:
     kind: str
     ranks: tuple[int, ...]
     evidence: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def _seconds(name: str, values: Mapping[int, float]) -> dict[int, float]:

@@ -54,13 +54,13 @@ def assign_layers(layers: int, *, stages: int, chunks: int = 1) -> tuple[tuple[r
     ValueError: layers must be >= stages * chunks = 4 (no empty chunk), got 3
 
     Raises ``ValueError`` for a size below 1, fewer layers than chunks, or
-    more than 2**24 chunks in all (one range is listed per chunk).
+    more than 2**17 chunks in all (one range is listed per chunk).
     """
     n = positive_int("layers", layers)
     p = ranks_cap("stages", stages)
     v = ranks_cap("chunks", chunks)
     if p * v > MAX_RANKS:
-        raise ValueError(f"stages * chunks must be <= 2**24 to list every chunk, got {p * v}")
+        raise ValueError(f"stages * chunks must be <= 2**17 to list every chunk, got {p * v}")
     if n < p * v:
         raise ValueError(f"layers must be >= stages * chunks = {p * v} (no empty chunk), got {n}")
     base, extra = divmod(n, p * v)

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import accumulate
 
-from infralens._typecheck import typed
-from infralens._validate import check_choice, divisible, positive_int
+from infralens._typecheck import check_fields, typed
+from infralens._validate import check_choice, describe, divisible, nonnegative_int, positive_int
 from infralens.pipeline import _times
 
 __all__ = [
+    "MAX_SLOTS",
     "SCHEDULES",
     "Slot",
     "Timeline",
@@ -43,6 +44,12 @@ __all__ = [
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 RULES = ("megatron", "torch")
+
+MAX_SLOTS = 2**12
+"""Most stages × microbatches × chunks a schedule lays out (4,096, e.g. 32 stages of 128
+microbatches): every action is listed and simulated, so the work grows with the product.
+Stages are at most 256 (the simulator's passes grow as their square). The
+closed forms of :mod:`infralens.pipeline` have no such limits."""
 
 Op = tuple[str, int, int]  # (kind "F", "B" or "W", microbatch, chunk)
 
@@ -58,6 +65,14 @@ class Slot:
     microbatch: int
     chunk: int
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check_choice("kind", self.kind, ("F", "B", "W"))
+        nonnegative_int("microbatch", self.microbatch)
+        nonnegative_int("chunk", self.chunk)
+        if not 0 <= self.start <= self.end:
+            raise ValueError(f"start and end must satisfy 0 <= start <= end, got {self.start}")
+
 
 @dataclass(frozen=True)
 class Timeline:
@@ -65,6 +80,12 @@ class Timeline:
 
     schedule: str
     rows: tuple[tuple[Slot, ...], ...]
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check_choice("schedule", self.schedule, SCHEDULES)
+        if not self.rows or not all(self.rows):
+            raise ValueError("rows must hold at least one slot for every stage")
 
     @property
     def makespan(self) -> Fraction:
@@ -152,7 +173,8 @@ def schedule_order(
     ValueError: microbatches must be divisible by stages: 6 % 4 = 2
 
     Raises ``ValueError`` for an unknown *schedule* or *rules*, a size below 1,
-    chunks > 1 outside interleaved, or a microbatch count the rules refuse.
+    chunks > 1 outside interleaved, a microbatch count the rules refuse, or more
+    than :data:`MAX_SLOTS` stage × microbatch × chunk actions.
     """
     name = check_choice("schedule", schedule, SCHEDULES)
     p = positive_int("stages", stages)
@@ -161,6 +183,13 @@ def schedule_order(
     mode = check_choice("rules", rules, RULES)
     if name != "interleaved" and v != 1:
         raise ValueError(f"chunks must be 1 for the {name} schedule, got {v}")
+    if p > MAX_SLOTS // 16:  # the simulator's passes grow with stages squared
+        raise ValueError(f"stages must be <= {MAX_SLOTS // 16} to simulate, got {describe(p)}")
+    if p * m * v > MAX_SLOTS:
+        raise ValueError(
+            f"stages * microbatches * chunks must be <= {MAX_SLOTS} to list every action, "
+            f"got {p} * {m} * {v}"
+        )
     if name == "1f1b" and mode == "torch" and m < p:
         raise ValueError(f"microbatches must be >= stages for PyTorch's 1F1B: {m} < {p}")
     if name == "zb-h1":

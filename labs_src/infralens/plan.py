@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from math import isqrt
 
+from infralens._typecheck import check_fields
 from infralens._validate import describe, nonnegative_int, positive_int, ranks_cap
 
 __all__ = ["AXES", "FREQUENCY", "ParallelPlan", "enumerate_plans"]
@@ -64,8 +65,9 @@ class ParallelPlan:
         if sorted(axes) != sorted(AXES[:4]):
             raise ValueError(
                 "order must be a permutation of tp, cp, dp and pp joined by '-', "
-                f"got {self.order!r}"
+                f"got {describe(self.order)}"
             )
+        check_fields(self)
 
     @property
     def world_size(self) -> int:
@@ -125,11 +127,12 @@ class ParallelPlan:
         >>> ParallelPlan(tp=2, dp=4, ep=2).groups("ep")
         [[0, 2], [1, 3], [4, 6], [5, 7]]
 
-        Raises ``ValueError`` for an unknown axis.
+        Raises ``ValueError`` for an unknown axis or a world size above ``MAX_RANKS``.
         """
         if axis not in AXES:
             raise ValueError(f"axis must be one of {', '.join(AXES)}; got {describe(axis)}")
         # one group per setting of the other axes' coordinates
+        ranks_cap("world_size", self.world_size)  # every rank is listed
         found: dict[tuple[int, ...], list[int]] = {}
         for r in range(self.world_size):
             c = self.coords(r)
@@ -174,7 +177,7 @@ def enumerate_plans(
     >>> [(p.tp, p.pp, p.dp) for p in enumerate_plans(8, 8, max_cp=1)][:4]
     [(1, 1, 8), (1, 2, 4), (1, 4, 2), (1, 8, 1)]
 
-    Raises ``ValueError`` if a size is below 1 or above ``2**24`` (``MAX_RANKS``).
+    Raises ``ValueError`` if a size is below 1 or above ``2**17`` (``MAX_RANKS``).
     """
     w = ranks_cap("world_size", world_size)
     g = ranks_cap("gpus_per_node", gpus_per_node)

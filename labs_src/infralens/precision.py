@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from infralens._typecheck import check_fields
 from infralens._validate import check_choice, positive_int
 
 __all__ = ["RECIPES", "Buffer", "Recipe", "recipe_bytes"]
@@ -38,6 +39,9 @@ class Buffer:
     nbytes: int
     sharded: bool
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -47,6 +51,9 @@ class Recipe:
     framework: str
     source: str
     buffers: tuple[Buffer, ...]
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def _adam(sharded: bool, master: bool = True) -> tuple[Buffer, ...]:

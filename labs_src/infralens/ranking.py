@@ -21,9 +21,10 @@ ValueError: no feasible plan: every plan failed a divisibility or memory check
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
 from infralens.memory import _model
 from infralens.model import TransformerConfig
@@ -31,7 +32,7 @@ from infralens.plan import ParallelPlan, enumerate_plans
 from infralens.step import Estimate, estimate
 from infralens.topology import Cluster
 
-__all__ = ["RankedPlan", "rank_plans", "render"]
+__all__ = ["MAX_SEARCH", "RankedPlan", "rank_plans", "render", "search_size"]
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,67 @@ class RankedPlan:
     recompute: str
     estimate: Estimate
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
 
 def _options(m: TransformerConfig, pp: int) -> list[tuple[str, int]]:
     out = [("1f1b", 1)]
     if pp > 1:
         out += [("interleaved", v) for v in (2, 4, 5) if m.layers % (pp * v) == 0]
     return out
+
+
+MAX_SEARCH = 600_000
+"""Largest search :func:`rank_plans` runs, in :func:`search_size` units: about 0.6 s on
+one core of the machine the package is tested on (an estimate costs about 500 units,
+each rank of a group it lists one more)."""
+
+
+def _candidates(
+    m: TransformerConfig, cluster: Cluster, seq_len: int, batch: int, micro: int, max_cp: int
+) -> Iterator[ParallelPlan]:
+    for plan in enumerate_plans(cluster.world_size, cluster.gpus_per_node, max_cp=max_cp):
+        if m.layers % plan.pp or m.heads % plan.tp or m.kv_heads % plan.tp or seq_len % plan.cp:
+            continue
+        if batch % (micro * plan.dp) == 0:
+            yield plan
+
+
+def search_size(
+    model: TransformerConfig | str,
+    cluster: Cluster,
+    *,
+    seq_len: int,
+    global_batch_size: int,
+    micro_batch_size: int = 1,
+    max_cp: int = 8,
+) -> int:
+    """The work :func:`rank_plans` would do, counted before doing it.
+
+    size = sum over the plans it would price of (options x 4) x (500 + tp + cp + pp + dp):
+    each estimate (two ZeRO stages, at most two recomputation modes per option) costs
+    a fixed part and lists the groups it prices collectives on.
+
+    >>> from infralens.topology import Cluster
+    >>> c = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+    >>> search_size("llama3-70b", c, seq_len=4096, global_batch_size=512) <= MAX_SEARCH
+    True
+    """
+    m = _model(model)
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
+    for name, value in (
+        ("seq_len", seq_len),
+        ("global_batch_size", global_batch_size),
+        ("micro_batch_size", micro_batch_size),
+        ("max_cp", max_cp),
+    ):
+        positive_int(name, value)
+    return sum(
+        len(_options(m, p.pp)) * 4 * (500 + p.tp + p.cp + p.pp + p.dp)
+        for p in _candidates(m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp)
+    )
 
 
 def rank_plans(
@@ -69,7 +125,8 @@ def rank_plans(
     and kv_heads by tp, the sequence by cp, the batch into micro-batches per
     replica, and the busiest GPU fits its HBM.
 
-    Raises ``ValueError`` when no plan is feasible or a size is below 1.
+    Raises ``ValueError`` when no plan is feasible, a size is below 1, or the
+    search is larger than :data:`MAX_SEARCH` (see :func:`search_size`).
     """
     m = _model(model)
     n = positive_int("top", top)
@@ -82,12 +139,15 @@ def rank_plans(
         ("max_cp", max_cp),
     ):
         positive_int(name, value)
+    size = search_size(m, cluster, seq_len=seq_len, global_batch_size=global_batch_size,
+                       micro_batch_size=micro_batch_size, max_cp=max_cp)  # fmt: skip
+    if size > MAX_SEARCH:
+        raise ValueError(
+            f"the search over plans for {cluster.world_size} GPUs is too large to finish in "
+            f"time ({size} > {MAX_SEARCH} units); rank fewer gpus or a smaller max_cp"
+        )
     found: list[RankedPlan] = []
-    for plan in enumerate_plans(cluster.world_size, cluster.gpus_per_node, max_cp=max_cp):
-        if m.layers % plan.pp or m.heads % plan.tp or m.kv_heads % plan.tp or seq_len % plan.cp:
-            continue
-        if global_batch_size % (micro_batch_size * plan.dp):
-            continue
+    for plan in _candidates(m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp):
         best: RankedPlan | None = None
         for schedule, chunks in _options(m, plan.pp):
             for zero in (1, 3):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import describe, divisible, positive_int, positive_number
 from infralens.context_parallel import _head_bytes, _tokens
 
@@ -96,6 +96,9 @@ class RingStep:
     flops_per_step: int
     compute_s: Fraction
     transfer_s: Fraction
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def bytes_per_layer(self) -> int:

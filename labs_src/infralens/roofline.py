@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
 from infralens.hardware import CEILING_STAND_IN, MAMF_BF16, matmul_ceiling, preset_key
 from infralens.memory import _model
@@ -56,6 +56,9 @@ class AxisRoofline:
     intensity: float
     needs: str
     break_even: float
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @typed

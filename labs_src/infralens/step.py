@@ -45,32 +45,36 @@ plan and a cluster. Every term is a model of what a named framework does:
 - **optimizer**: Adam reads and writes about 30 bytes per local parameter
   (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth.
 
->>> from infralens.plan import ParallelPlan
+>>> from infralens.plan import AXES, ParallelPlan
 >>> from infralens.topology import Cluster
 >>> c = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
 >>> e = estimate("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
 ...              global_batch_size=512, micro_batch_size=1)
 >>> e.bottleneck, round(e.seconds, 1), round(e.mfu, 2)
-('compute', 29.4, 0.5)
+('compute', 29.4, 0.48)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from infralens import _step_checks as checks
 from infralens import _step_terms as comm
-from infralens._typecheck import typed
-from infralens._validate import check_choice, describe, flag, positive_int
-from infralens.attention_kernels import ATTENTION_KERNELS
+from infralens._typecheck import check_fields, typed
+from infralens._validate import (
+    check_choice,
+    flag,
+    positive_int,
+)
+from infralens.attention_kernels import ATTENTION_KERNELS, attention_flops_per_token
 from infralens.batch import grad_accum_steps_for
-from infralens.compute import RECOMPUTE_MODES, hardware_flops_per_token, model_flops_per_token
+from infralens.compute import RECOMPUTE_MODES, gemm_flops_per_token, model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
-from infralens.fit import gpu_memory, shortfall
 from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.pipeline import bubble_fraction
-from infralens.plan import ParallelPlan
+from infralens.plan import AXES, ParallelPlan
 from infralens.topology import Cluster
 
 __all__ = ["SCHEDULES", "Breakdown", "Estimate", "estimate", "group_of"]
@@ -81,8 +85,6 @@ SCHEDULES = ("1f1b", "interleaved")
 ADAM_BYTES_PER_PARAM = 30
 """Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
 param, m, v (12), write the bf16 copy (2)."""
-
-RECIPE = {0: "megatron-bf16", 1: "megatron-bf16-distopt", 2: "megatron-bf16-distopt", 3: "fsdp2"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,10 @@ class Breakdown:
     pp_p2p: float
     dp: float
     optimizer: float
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        checks.check_terms(self.items())
 
     def items(self) -> list[tuple[str, float]]:
         """(name, seconds) pairs in field order."""
@@ -121,6 +127,14 @@ class Estimate:
     breakdown: Breakdown
     memory_bytes: int | None
 
+    def __post_init__(self) -> None:
+        """Check what the quantities mean: 0 < MFU <= HFU <= 1, a positive finite step."""
+        check_fields(self)
+        rates = {"tflops_per_gpu": self.tflops_per_gpu,
+                 "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu}  # fmt: skip
+        counts = {"microbatches": self.microbatches, "gpus": self.gpus}
+        checks.check_step(self.seconds, self.mfu, self.hfu, rates, counts)
+
     @property
     def bottleneck(self) -> str:
         """The largest term of ``breakdown``."""
@@ -144,6 +158,9 @@ def group_of(plan: ParallelPlan, axis: str) -> list[int]:
     >>> group_of(ParallelPlan(tp=8, pp=4, dp=2), "pp")
     [0, 16, 32, 48]
     """
+    if not isinstance(plan, ParallelPlan):
+        raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
+    check_choice("axis", axis, AXES)
     return [plan.rank(**{axis: i}) for i in range(getattr(plan, axis))]
 
 
@@ -166,11 +183,16 @@ def estimate(
     scatter_gather_p2p: bool = False,
     elementwise: str = "fused",
     check_memory: bool = True,
+    uneven_stages: bool = False,
 ) -> Estimate:
     """Predict one training step of *model* on *plan* and *cluster* (see the module text).
 
     step = compute + TP + CP + bubble + p2p + exposed DP/FSDP + optimizer
-    MFU  = (6N + 12·L·h·s) · tokens per step / step / GPUs / dense peak
+    MFU  = (6N + 6·L·h·s) · tokens per step / step / GPUs / dense peak
+    HFU  = (GEMM FLOPs with recomputation + attention as the kernel runs it) · ... / dense peak
+
+    The attention term of MFU is the half a causal mask leaves (PaLM counts
+    12·L·h·s, which credits FLOPs FlashAttention skips: above 100 % at 128K).
 
     >>> from infralens.topology import Cluster
     >>> c = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
@@ -192,67 +214,50 @@ def estimate(
     attention kernel has no published ceiling on the cluster's GPU,
     *overlap_grad_reduce* is False with ``zero_stage=3`` (FSDP2 has no such
     mode), or eager element-wise kernels are asked of a Megatron plan (they are
-    counted for torchtitan's block, ``zero_stage=3``); ``TypeError`` if a flag is
-    not a bool.
+    counted for torchtitan's block, ``zero_stage=3``), the layers do not divide
+    among ``pp * chunks`` stage chunks (with *uneven_stages*, as Llama 3 trained,
+    the busiest holds one more; fewer layers than stages are refused) or the
+    heads among ``tp`` ranks; ``TypeError`` if a
+    flag is not a bool. ``RuntimeError`` if a result breaks what it means (MFU or
+    HFU outside (0, 1], a negative or infinite term): a bug, never bad input.
     """
     m = _model(model)
-    if not isinstance(plan, ParallelPlan):
-        raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
-    if not isinstance(cluster, Cluster):
-        raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
-    plan.check_world_size(cluster.world_size)
-    if plan.ep != 1:
-        raise ValueError(f"ep must be 1: the step model is for dense models, got {plan.ep}")
+    v = positive_int("chunks", chunks)
+    # Every stage chunk holds whole layers (the same number unless *uneven_stages*) and
+    # every TP rank whole heads: else nothing is priced.
+    uneven = flag("uneven_stages", uneven_stages)
+    busiest = checks.busiest_stage(m, plan, cluster, chunks=v, uneven=uneven)
     s = positive_int("seq_len", seq_len)
     b = positive_int("micro_batch_size", micro_batch_size)
     mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
     sched = check_choice("schedule", schedule, SCHEDULES)
-    v = positive_int("chunks", chunks)
-    if sched == "1f1b" and v != 1:
-        raise ValueError(f"chunks must be 1 for the 1f1b schedule, got {v}")
-    if zero_stage not in RECIPE or isinstance(zero_stage, bool):
-        raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {describe(zero_stage)}")
+    sp = flag("sequence_parallel", sequence_parallel)
+    check_mem = flag("check_memory", check_memory)
     overlap = flag("overlap_grad_reduce", overlap_grad_reduce)
     fp32_grads = flag("grad_reduce_in_fp32", grad_reduce_in_fp32)
     scatter = flag("scatter_gather_p2p", scatter_gather_p2p)
     kernels = check_choice("elementwise", elementwise, ELEMENTWISE_KERNELS)
-    if kernels == "eager" and zero_stage != 3:
-        raise ValueError("elementwise='eager' needs zero_stage=3: it is counted for torchtitan")
-    if zero_stage == 3 and not overlap:
-        raise ValueError(
-            "overlap_grad_reduce must be True with zero_stage=3: FSDP2 always overlaps"
-        )
+    checks.stack_options(zero_stage, elementwise=kernels, overlap_grad_reduce=overlap)
     if s % plan.cp:
         raise ValueError(f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}")
     n_mb = grad_accum_steps_for(
         global_batch_size=global_batch_size, micro_batch_size=b, dp_size=plan.dp
     )
+    checks.schedule_runs(sched, chunks=v, pp=plan.pp, microbatches=n_mb)
     gpu_key = preset_key(cluster.system.gpu)
     matmul_ceiling(gpu_key)  # a GPU without a measured (or stand-in) ceiling stops here
     gpu = cluster.system.gpu
-    memory = None
-    if m.layers % (plan.pp * v) == 0 and m.heads % plan.tp == 0:
-        # FSDP2 keeps what torchtitan's policy saves; that count exists for tp = 1 only.
-        titan = zero_stage == 3 and (mode != "selective" or plan.tp == 1)
-        mem = gpu_memory(
-            m, plan, RECIPE[zero_stage], seq_len=s, micro_batch_size=b, recompute=mode,
-            sequence_parallel=sequence_parallel and plan.tp > 1,
-            stack="pytorch" if titan else "megatron",
-        )  # fmt: skip
-        memory = mem.total
-        over = shortfall(mem, gpu_key)
-        if over > 0 and check_memory:
-            raise ValueError(
-                f"model does not fit: {memory / 1e9:.1f} GB per GPU, "
-                f"{over / 1e9:.1f} GB over the {gpu.hbm_bytes / 1e9:.0f} GB of HBM"
-            )
+    memory = checks.fitted_memory(
+        busiest, plan, gpu_key, gpu, zero_stage=zero_stage, recompute=mode, seq_len=s,
+        micro_batch_size=b, sequence_parallel=sp, check=check_mem,
+    )  # fmt: skip
 
     # [start:compute]
     kernel = check_choice("attention", attention, ATTENTION_KERNELS)
     stack = "pytorch" if zero_stage == 3 else "megatron"
     t_mb, attn = comm.microbatch_compute(
         m, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp, pp=plan.pp,
-        sequence_parallel=sequence_parallel, recompute=mode, stack=stack, kernel=kernel,
+        sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
         elementwise=kernels,
     )  # fmt: skip
     # compute = m × (GEMMs at the ceiling + attention + element-wise kernels)
@@ -267,7 +272,7 @@ def estimate(
     tp = 0.0
     if plan.tp > 1:
         passes = 3 if mode == "full" else 2
-        tp = comm.tensor_parallel(act, cluster, tp_group, sequence_parallel=sequence_parallel,
+        tp = comm.tensor_parallel(act, cluster, tp_group, sequence_parallel=sp,
                                   passes=passes) * layers * n_mb  # fmt: skip
 
     # CP: ring exchange of K/V (kv heads split over tp), hidden behind attention.
@@ -288,7 +293,7 @@ def estimate(
         pp_p2p = comm.pipeline_p2p(
             act, cluster, group_of(plan, "pp")[:2], tp_group,
             sends=2 * n_mb if sched == "1f1b" else plan.pp - 1,
-            sequence_parallel=sequence_parallel, scatter_gather=scatter,
+            sequence_parallel=sp, scatter_gather=scatter,
         )  # fmt: skip
     # [end:exposed]
 
@@ -306,22 +311,33 @@ def estimate(
     # [end:dp]
 
     # [start:clock]
-    parts = Breakdown(compute, tp, cp, 0.0, pp_bubble, pp_p2p, dp, optimizer)
+    try:  # a result that cannot be is a bug the code reports, not bad input
+        parts = Breakdown(compute, tp, cp, 0.0, pp_bubble, pp_p2p, dp, optimizer)
+    except (ValueError, TypeError) as err:
+        raise checks.invariant_broken(err) from None
     seconds = parts.total
     tokens = global_batch_size * s
     world = cluster.world_size
-    model_rate = model_flops_per_token(m, seq_len=s) * tokens / seconds / world
-    hw_flops = hardware_flops_per_token(m, seq_len=s, recompute=mode, causal=False, stack=stack)
+    # MFU counts the FLOPs the causal model needs (6N + 6·L·h·s), HFU what the GPUs run:
+    # the GEMMs with recomputation and attention as the chosen kernel runs it. Both are
+    # counted against the same step, so MFU <= HFU <= 1 when every kernel's time is its
+    # FLOPs at a ceiling no higher than the dense peak.
+    model_rate = model_flops_per_token(m, seq_len=s, causal=True) * tokens / seconds / world
+    attn_fwd, attn_bwd = attention_flops_per_token(m, seq_len=s, recompute=mode, kernel=kernel)
+    hw_flops = gemm_flops_per_token(m, recompute=mode, stack=stack) + attn_fwd + attn_bwd
     hw_rate = hw_flops * tokens / seconds / world
-    return Estimate(
-        seconds=seconds,
-        mfu=model_rate / gpu.bf16_flops,
-        hfu=hw_rate / gpu.bf16_flops,
-        tflops_per_gpu=model_rate / 1e12,
-        tokens_per_second_per_gpu=tokens / seconds / world,
-        microbatches=n_mb,
-        breakdown=parts,
-        memory_bytes=memory,
-        gpus=world,
-    )
+    try:
+        return Estimate(
+            seconds=seconds,
+            mfu=model_rate / gpu.bf16_flops,
+            hfu=hw_rate / gpu.bf16_flops,
+            tflops_per_gpu=model_rate / 1e12,
+            tokens_per_second_per_gpu=tokens / seconds / world,
+            microbatches=n_mb,
+            breakdown=parts,
+            memory_bytes=memory,
+            gpus=world,
+        )
+    except (ValueError, TypeError) as err:
+        raise checks.invariant_broken(err) from None
     # [end:clock]

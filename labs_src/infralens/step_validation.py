@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infralens._files import read_csv_rows
-from infralens._typecheck import typed
-from infralens._validate import check_choice
+from infralens._typecheck import check_fields, typed
+from infralens._validate import check_choice, positive_number
+from infralens.compute import model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
 from infralens.hardware import SYSTEMS
 from infralens.megatron_formulas import megatron_flops_per_iteration
@@ -75,6 +76,10 @@ class TrainingRun:
     published: float
     assumptions: str
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+        positive_number("published", self.published)  # a measurement of 0 or less is no measurement
+
     def config(self) -> TransformerConfig:
         """The model: a preset key, or ``gpt:layers:hidden:heads`` for Megatron's GPT shapes
         (4h MLP, biases, learned positions, tied output, V = 51,200)."""
@@ -97,6 +102,9 @@ class RunCheck:
     error: float
     seconds: float
     bottleneck: str
+
+    def __post_init__(self) -> None:
+        check_fields(self, signed=("error",))
 
 
 @typed
@@ -137,6 +145,8 @@ def check_run(row: TrainingRun) -> RunCheck:
     """Predict *row*'s step and express it in the metric its source printed."""
     system = SYSTEMS[row.system]
     cluster = Cluster(row.gpus // system.gpus_per_node, system.gpus_per_node, system)
+    # Llama 3 405B: its own rank order, and 126 layers on 16 stages with the first and
+    # last stage one layer short (Llama 3 report, section 3.3.2).
     order = "tp-cp-pp-dp" if row.run_id.startswith("llama3-405b") else "tp-cp-dp-pp"
     plan = ParallelPlan(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, order=order)
     model = row.config()
@@ -147,7 +157,7 @@ def check_run(row: TrainingRun) -> RunCheck:
         zero_stage=row.zero_stage, attention=row.attention,
         overlap_grad_reduce=row.overlap_grad_reduce, grad_reduce_in_fp32=row.grad_reduce_in_fp32,
         scatter_gather_p2p=row.scatter_gather_p2p, elementwise=row.elementwise,
-        check_memory=False,
+        check_memory=False, uneven_stages=row.run_id.startswith("llama3-405b"),
     )  # fmt: skip
     if row.metric == "tflops_megatron":
         flops = megatron_flops_per_iteration(
@@ -155,8 +165,9 @@ def check_run(row: TrainingRun) -> RunCheck:
             hidden=model.hidden, vocab_size=model.vocab_size,
         )  # fmt: skip
         value = flops / e.seconds / row.gpus / 1e12
-    elif row.metric == "tflops_palm":
-        value = e.tflops_per_gpu
+    elif row.metric == "tflops_palm":  # PaLM's count: full 12·L·h·s attention, as published
+        value = model_flops_per_token(model, seq_len=row.seq_len) * row.global_batch
+        value = value * row.seq_len / e.seconds / row.gpus / 1e12
     else:
         value = e.tokens_per_second_per_gpu
     return RunCheck(row, value, value / row.published - 1, e.seconds, e.bottleneck)

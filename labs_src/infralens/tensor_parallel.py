@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infralens._typecheck import check_fields
 from infralens._validate import check_choice, divisible, flag, positive_int, rank_in
 from infralens.sharding import chunk_size, shard_shape
 
@@ -43,6 +44,9 @@ class LocalLinear:
     style: str
     weight: tuple[int, int]
     bias: tuple[int] | None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def linear_shard(

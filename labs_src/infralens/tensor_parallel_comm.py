@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
 from infralens.collectives import ring_bytes_sent
 from infralens.nccl import predict
@@ -50,6 +50,9 @@ class Operator:
     name: str
     forward: str
     backward: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 # [start:operators]
@@ -96,6 +99,9 @@ class Collective:
     operator: str
     block: str
     direction: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def layer_collectives(*, sequence_parallel: bool) -> tuple[Collective, ...]:
@@ -175,6 +181,9 @@ class LayerSeconds:
 
     compute: Fraction
     communication: Fraction
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @typed

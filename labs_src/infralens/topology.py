@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import (
     check_choice,
     describe,
@@ -50,6 +50,7 @@ class LinkTier:
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a str, got {type(self.name).__name__}")
         positive_number("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        check_fields(self)
 
 
 _SHAPE = re.compile(r"^(\d+)_nodes?_x_(\d+)_gpus?$")
@@ -100,6 +101,7 @@ class Cluster:
                 f"gpus_per_node must be <= {self.system.gpus_per_node} on a "
                 f"{self.system.name}, got {self.gpus_per_node}"
             )
+        check_fields(self)
 
     @classmethod
     def from_node_shape(cls, node_shape: str, preset: str = "dgx-h100") -> Cluster:

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infralens._files import read_csv_rows
-from infralens._typecheck import typed
-from infralens._validate import check_choice
+from infralens._typecheck import check_fields, typed
+from infralens._validate import check_choice, positive_number
 from infralens.hardware import GPUS, System
 from infralens.nccl import predict
 from infralens.topology import Cluster
@@ -76,6 +76,10 @@ class NcclRow:
     busbw: float
     source: str
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+        positive_number("busbw", self.busbw)  # a measurement of 0 or less is no measurement
+
     def cluster(self) -> Cluster:
         """The cluster the row ran on, built from its GPU preset and stated adapters.
 
@@ -103,6 +107,9 @@ class NcclCheck:
     error: float
     tolerance: float | None
     passed: bool
+
+    def __post_init__(self) -> None:
+        check_fields(self, signed=("error",))
 
 
 @typed

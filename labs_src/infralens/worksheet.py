@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._typecheck import typed
+from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, describe, positive_int
 from infralens.fit import HBM_BYTES
 from infralens.memory import RECOMPUTE, bytes_per_parameter
@@ -117,18 +117,26 @@ class Workload:
             "token_budget",
         ):
             positive_int(name, getattr(self, name))
-        if self.zero_stage not in STAGES:
+        if type(self.zero_stage) is not int or self.zero_stage not in STAGES:
             raise ValueError(
                 f"zero_stage must be one of 0, 1, 2, 3; got {describe(self.zero_stage)}"
             )
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("gpu", self.gpu, tuple(HBM_BYTES))
         bytes_per_parameter(self.recipe)  # validates the name
+        # The step is priced for config(): its parameter count must be this one (1 %).
+        counted = self.config().num_params()
+        if abs(counted - self.num_params) > self.num_params // 100:
+            raise ValueError(
+                f"num_params must match the shape: {self.layers} layers of hidden {self.hidden} "
+                f"({describe(self.model or 'GPT-shaped')}) hold {counted}, got {self.num_params}"
+            )
         stage = RECIPE_STAGE.get(self.recipe)
         if stage is not None and stage != self.zero_stage:
             raise ValueError(
                 f"recipe {self.recipe!r} shards like ZeRO stage {stage}; set zero_stage to {stage}"
             )
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,9 @@ class AxisRow:
     degree: int
     placement: str
     reason: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,9 @@ class CommRow:
     bytes_per_step: Fraction
     seconds_per_step: Fraction
     risk: str
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -170,6 +184,9 @@ class Worksheet:
     capacity_bytes: int = HBM_BYTES["h100-sxm5-80gb"]
     step: Estimate | None = None
     token_budget: int = 2 * 10**12
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def memory_bytes(self) -> int:

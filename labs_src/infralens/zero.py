@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from infralens._typecheck import check_fields
 from infralens._validate import describe, nonnegative_int, positive_int
 from infralens.collectives import ring_bytes_sent
 from infralens.sharding import padded_shard_size
@@ -54,6 +55,9 @@ class ModelStates:
     parameters: int
     gradients: int
     optimizer: int
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def total(self) -> int:
