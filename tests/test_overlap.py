@@ -102,7 +102,7 @@ def test_free_launches_cost_nothing() -> None:
         (lambda: gather_ahead([1], [-1]), ValueError, r"gather_s\[0\]"),
         (lambda: gather_ahead("12", "12"), TypeError, "forward_s"),
         (lambda: launch_timeline([1, -2], launch_s=1), ValueError, r"kernel_s\[1\]"),
-        (lambda: launch_timeline([1], launch_s=float("inf")), ValueError, "launch_s"),
+        (lambda: launch_timeline([1], launch_s=float("inf")), TypeError, "launch_s"),
     ],
 )
 def test_bad_input_names_the_argument(call: object, error: type, match: str) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from infralens._typecheck import typed
 from infralens._validate import nonnegative_number, positive_int
 
 __all__ = [
@@ -111,6 +112,7 @@ def decomposed_exposed(*, comm_s: Seconds, gemm_s: Seconds, tp: int) -> Fraction
     return total - g
 
 
+@typed
 def gather_ahead(forward_s: Sequence[Seconds], gather_s: Sequence[Seconds]) -> Fraction:
     """Exposed time of per-bucket parameter all-gathers issued one bucket ahead of the forward.
 
@@ -174,6 +176,7 @@ class LaunchTimeline:
         return self.idle_s / self.step_s if self.step_s else Fraction(0)
 
 
+@typed
 def launch_timeline(kernel_s: Sequence[Seconds], *, launch_s: Seconds) -> LaunchTimeline:
     """Replay a stream of kernels launched one by one from a CPU thread that never waits.
 
