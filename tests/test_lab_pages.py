@@ -292,3 +292,42 @@ def test_the_reference_holds_every_public_module_once() -> None:
         for name in re.findall(r"^\.\. automodule:: (\S+)$", page.read_text(encoding="utf-8"), re.M)
     )
     assert documented == public
+
+
+def shown_ranges(page: Path) -> list[tuple[int, int]]:
+    """The file line ranges a page's includes show (the numbers printed on the page)."""
+    ranges = []
+    for d in directives(page.read_text(encoding="utf-8")):
+        if d.name != "literalinclude":
+            continue
+        lines = (page.parent / d.argument).resolve().read_text(encoding="utf-8").splitlines()
+        if "lines" in d.options:
+            for part in d.options["lines"].split(","):
+                lo, _, hi = part.strip().partition("-")
+                ranges.append((int(lo), int(hi or lo)))
+            continue
+        if "pyobject" not in d.options and "start-after" not in d.options:
+            ranges.append((1, len(lines)))
+            continue
+        _, shown = included_code(d, page)
+        for start in range(len(lines) - len(shown) + 1):
+            if lines[start : start + len(shown)] == shown:
+                ranges.append((start + 1, start + len(shown)))
+                break
+    return ranges
+
+
+def test_a_note_cites_lines_its_page_shows(lab_page: Path) -> None:
+    # ":lineno-match:" prints the module's own numbers, so a note that says
+    # "lines 52-58" must point into a shown block, or say it points outside one;
+    # when the module changes, a stale number fails here instead of misleading.
+    text = lab_page.read_text(encoding="utf-8")
+    ranges = shown_ranges(lab_page)
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    for m in re.finditer(r"\blines? (\d+)(?:[–-](\d+))?(?!\d)(.{0,30})", prose, re.S):
+        first, last = int(m[1]), int(m[2] or m[1])
+        if re.search(r"above the block|below the block|not shown", m[3]):
+            continue
+        assert any(lo <= first and last <= hi for lo, hi in ranges), (
+            f"{lab_page.name}: '{m[0][:20]}' is outside the shown lines {ranges}"
+        )
