@@ -33,7 +33,7 @@ def test_plan_prints_grid_groups_and_worksheet() -> None:
     assert "node 7: tp0 cp0 pp3 dp1" in done.stdout
     assert "tp (degree 8, nvlink" in done.stdout
     assert "| TP | 8 | nvlink |" in done.stdout
-    assert "tokens/s per GPU, MFU" in done.stdout and "expected bottleneck: compute" in done.stdout
+    assert "tokens/s per GPU, MFU" in done.stdout and "bound by: compute" in done.stdout
 
 
 def test_plan_json_is_machine_readable() -> None:

@@ -52,7 +52,7 @@ def test_worksheet_names_links_and_memory() -> None:
     assert sheet.bubble_fraction == Fraction(3, 256)
     assert [r.collective for r in sheet.comms if r.axis == "dp"] == ["reduce_scatter", "all_gather"]
     text = render_markdown(sheet)
-    assert "| TP | 8 | nvlink |" in text and "expected bottleneck" in text
+    assert "| TP | 8 | nvlink |" in text and "bound by: " in text and "% of the step)" in text
 
 
 def test_moving_tp_across_nodes_prices_the_cross_node_group() -> None:

@@ -207,6 +207,14 @@ def compare(plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload) -> 
 
 
 @typed
+def _share(sheet: Worksheet) -> str:
+    """The largest term's share of the predicted step, as " (67 % of the step)"."""
+    e = sheet.step
+    if e is None or e.seconds <= 0:
+        return ""
+    return f" ({getattr(e.breakdown, sheet.bottleneck) / e.seconds:.0%} of the step)"
+
+
 def render_markdown(sheet: Worksheet) -> str:
     """The worksheet as two Markdown tables and a memory line.
 
@@ -246,7 +254,7 @@ def render_markdown(sheet: Worksheet) -> str:
         f"{sheet.memory_bytes / 1e9:.1f} GB of {sheet.capacity_bytes / 1e9:.0f} GB HBM: {verdict} "
         "(before the CUDA context, NCCL buffers and fragmentation); "
         f"{sheet.microbatches} micro-batches, bubble {float(sheet.bubble_fraction):.1%}; "
-        f"expected bottleneck: {STEP_TERMS.get(sheet.bottleneck, sheet.bottleneck)}.",
+        f"bound by: {STEP_TERMS.get(sheet.bottleneck, sheet.bottleneck)}{_share(sheet)}.",
     ]
     if sheet.step is not None:
         e = sheet.step

@@ -9,8 +9,8 @@ medians over steps decide the verdict, in this order:
    collectives (a collective finishes when its slowest member arrives);
 2. **input-pipeline stall**: data wait is more than ``stall_fraction`` of
    the step;
-3. **communication-bound**: exposed collective time is more than
-   ``comm_fraction`` of the step;
+3. **communication-bound**: exposed collective time is the largest term of
+   the step, larger than compute (the handbook's one meaning of "bound by");
 4. otherwise **compute-bound**.
 
 >>> trace = load_trace(STARTER_TRACES / "straggler.json")
@@ -184,9 +184,12 @@ def classify(
     *,
     straggler_ratio: float = 1.2,
     stall_fraction: float = 0.2,
-    comm_fraction: float = 0.3,
 ) -> Diagnosis:
     """Classify a trace as straggler, input-pipeline stall, communication- or compute-bound.
+
+    A step is bound by its largest term: communication-bound when exposed
+    collectives take more of it than compute does, whatever their share.
+    The evidence gives both shares (medians over ranks).
 
     >>> [classify(load_trace(STARTER_TRACES / f"{n}.json")).kind
     ...  for n in ("compute_bound", "communication_bound", "input_stall")]
@@ -196,7 +199,6 @@ def classify(
         raise TypeError(f"trace must be a Trace, got {type(trace).__name__}")
     positive_number("straggler_ratio", straggler_ratio)
     nonnegative_number("stall_fraction", stall_fraction)
-    nonnegative_number("comm_fraction", comm_fraction)
     compute, comm = trace.per_rank("compute_s"), trace.per_rank("comm_s")
     wait, step = trace.per_rank("data_wait_s"), trace.per_rank("step_s")
     if trace.world_size > 1:
@@ -220,9 +222,12 @@ def classify(
     if share_wait > stall_fraction:
         return Diagnosis("input-pipeline stall", None, f"data wait is {share_wait:.0%} of the step")
     share_comm = median(c / s for c, s in zip(comm, step, strict=True))
-    if share_comm > comm_fraction:
-        return Diagnosis("communication-bound", None, f"exposed collectives take {share_comm:.0%}")
-    return Diagnosis("compute-bound", None, f"exposed collectives take {share_comm:.0%}")
+    share_compute = median(c / s for c, s in zip(compute, step, strict=True))
+    shares = f"exposed collectives take {share_comm:.0%}, compute {share_compute:.0%}"
+    # bound by the largest term: compute against exposed collectives
+    if share_comm > share_compute:
+        return Diagnosis("communication-bound", None, shares)
+    return Diagnosis("compute-bound", None, shares)
 
 
 def scaling_efficiency(step_seconds: Mapping[int, float], *, weak: bool = True) -> dict[int, float]:
