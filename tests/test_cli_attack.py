@@ -1,4 +1,4 @@
-"""The CLI under attack (issue 17): every bad input is one line on stderr, exit 2,
+"""The CLI under attack: every bad input is one line on stderr, exit 2,
 within a second of work and 100 MB, never a traceback."""
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def test_llama_presets_count_exactly_the_released_parameters(name: str) -> None:
     assert PRESETS[name].num_params() == total - rotary_buffers
 
 
-def test_presets_cover_the_issue_keys() -> None:
+def test_presets_cover_the_released_models() -> None:
     assert set(PRESETS) == {"gpt3-175b", *RELEASED}
 
 

@@ -265,7 +265,7 @@ def test_flags_must_be_bools() -> None:
 RUNS = load_runs(DATA)
 
 
-def test_every_source_family_the_issue_names_is_shipped() -> None:
+def test_every_source_family_is_shipped() -> None:
     ids = [r.run_id for r in RUNS]
     assert sum(i.startswith("narayanan-") for i in ids) >= 5
     assert sum(i.startswith("llama3-405b") for i in ids) == 3
@@ -302,7 +302,7 @@ def test_torch_compile_saves_what_the_elementwise_model_says() -> None:
 def test_the_misses_are_mostly_one_shared_factor() -> None:
     # The model is not scaled by any factor; this checks its *relative* accuracy. Divided
     # by the median predicted/published ratio, 80 % of rows must land within 15 % and none
-    # beyond 30 %, the issue's goal applied to the ratios. A term mispriced for one source,
+    # beyond 30 %, the accuracy goal applied to the ratios. A term mispriced for one source,
     # GPU or plan shape (not the shared GEMM shortfall the validation page describes)
     # spreads the ratios and fails this.
     ratios = sorted(1 + check_run(r).error for r in RUNS)
@@ -312,8 +312,8 @@ def test_the_misses_are_mostly_one_shared_factor() -> None:
     assert max(off) <= 0.30
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13's goal is not met: see validation.md")
-def test_issue_goal_eighty_percent_within_fifteen() -> None:
+@pytest.mark.xfail(strict=True, reason="the accuracy goal is not met: see validation.md")
+def test_accuracy_goal_eighty_percent_within_fifteen() -> None:
     errors = [abs(check_run(r).error) for r in RUNS]
     assert sum(e <= 0.15 for e in errors) >= 0.8 * len(errors)
     assert max(errors) <= 0.30
