@@ -206,7 +206,6 @@ def compare(plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload) -> 
     return [fill_worksheet(p, cluster, work) for p in plans]
 
 
-@typed
 def _share(sheet: Worksheet) -> str:
     """The largest term's share of the predicted step, as " (67 % of the step)"."""
     e = sheet.step
@@ -215,6 +214,7 @@ def _share(sheet: Worksheet) -> str:
     return f" ({getattr(e.breakdown, sheet.bottleneck) / e.seconds:.0%} of the step)"
 
 
+@typed
 def render_markdown(sheet: Worksheet) -> str:
     """The worksheet as two Markdown tables and a memory line.
 
