@@ -1,30 +1,25 @@
 """Lab 09 figure: where the 70B scenario's step goes, term by term, and for the plan it tries next.
 
-The workload of ``infralens.interview.seventy_b_on_64_gpus`` (Llama 2
-70B-shaped, 4,096 tokens, global batch 512) on eight DGX H100 nodes, priced
-by the Lab 12 worksheet's step model for TP 8 x PP 4 x DP 2 and for
-TP 4 x PP 8 x DP 2.
+The starter plan file's workload and cluster (the shape of
+``infralens.interview.seventy_b_on_64_gpus``: Llama 2 70B, 4,096 tokens,
+global batch 512, eight DGX H100 nodes), priced by the Lab 12 worksheet's
+step model for TP 8 x PP 4 x DP 2 and for TP 4 x PP 8 x DP 2.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.design import Workload, fill_worksheet
+from infralens.design import fill_worksheet
 from infralens.plan import ParallelPlan
-from infralens.topology import Cluster
+from infralens.plan_file import load_plan_file
 
-cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
-work = Workload(
-    num_params=68_976_648_192,
-    layers=80,
-    hidden=8192,
-    heads=64,
-    seq_len=4096,
-    micro_batch_size=1,
-    global_batch_size=512,
-)
+STARTER = Path("../../labs_src/starters/parallelism_plan.yaml")  # figures run in _figures/
+_, cluster, work = load_plan_file(STARTER)
+assert work is not None
 plans = [("TP 8, PP 4, DP 2", ParallelPlan(tp=8, pp=4, dp=2))]
 plans.append(("TP 4, PP 8, DP 2", ParallelPlan(tp=4, pp=8, dp=2)))
 NAMES = {"compute": "compute", "tp": "exposed TP", "pp_bubble": "PP bubble"}
