@@ -176,17 +176,23 @@ def test_gpu_memory_without_pipeline_holds_every_parameter() -> None:
 
 def test_gpu_memory_pipeline_stages_split_the_parameters() -> None:
     from infralens.fit import _stage
+    from infralens.pipeline_memory import in_flight
     from infralens.plan import ParallelPlan
+    from infralens.precision import RECIPES
 
     m = PRESETS["llama3-70b"]
     plan = ParallelPlan(tp=2, pp=4, dp=1)
     act = 1000
-    first, last = (_stage(m, plan, "zero-paper", f, act, 7) for f in (True, False))
+    paper = RECIPES["zero-paper"]
+    first, last = (
+        _stage(m, plan, paper, rank, 20, in_flight(rank, 4) * 20, act, 7) for rank in (0, 3)
+    )
     # first + last + two middle stages of 20 layers hold the model over t = 2 (all sizes even)
     middle = 20 * m.layer_params() // 2
     assert (first.model_states + last.model_states) // 16 + 2 * middle == m.num_params() // 2
     assert (first.activations, last.activations) == (20 * act * 4, 20 * act)
     assert (first.logits, last.logits) == (0, 7)
+    assert (first.stage, last.stage, first.recipe) == ("first", "last", "zero-paper")
 
 
 def test_shortfall_and_bad_gpu() -> None:
@@ -215,11 +221,15 @@ def test_worksheet_memory_follows_the_recipe() -> None:
     cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
     plan = ParallelPlan(tp=8, pp=4, dp=2)
     params = padded_shard_size(68_976_648_192, 32)
-    paper = fill_worksheet(plan, cluster, _work(zero_stage=1))  # type: ignore[arg-type]
+    paper = fill_worksheet(plan, cluster, _work(zero_stage=1, recipe="zero-paper"))  # type: ignore[arg-type]
     megatron = fill_worksheet(plan, cluster, _work(zero_stage=1, recipe="megatron-bf16-distopt"))  # type: ignore[arg-type]
-    assert paper.model_state_bytes == 4 * params + 12 * padded_shard_size(params, 2)
-    assert megatron.model_state_bytes == 6 * params + 6 * params  # 6 + 12/2
+    # the first stage holds 20 layers and the embedding: 4 + 12/2 bytes against 6 + 12/2
+    m = _work().config()  # type: ignore[attr-defined]
+    first = 20 * m.layer_params() // 8 + m.embedding_params() // 8
+    assert (paper.model_state_bytes, megatron.model_state_bytes) == (10 * first, 12 * first)
+    assert (paper.recipe, megatron.recipe) == ("zero-paper-1", "megatron-bf16-distopt")
     assert megatron.activation_bytes == paper.activation_bytes
+    assert first > params  # the first stage holds the embedding too: more than 1/32
     wide = ParallelPlan(tp=8, pp=1, dp=8)  # 8.6B parameters per GPU at 18 bytes
     small = fill_worksheet(wide, cluster, _work(zero_stage=0, recipe="megatron-bf16"))  # type: ignore[arg-type]
     over = (small.memory_bytes - 80 * 10**9) / 1e9

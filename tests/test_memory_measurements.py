@@ -5,12 +5,10 @@ local batch, sequence and activation checkpointing). Two comparisons:
 
 - each measurement lies between the FSDP2 prediction with full recomputation
   and without recomputation, and above the prediction with torchtitan's
-  op-level selective checkpointing, the policy the runs used. The selective
-  prediction is about a quarter below both rows (76% and 72% of them when
-  written): the measurement is reserved memory, which holds the allocator's
-  cache, and the model leaves out the fixed costs and transient tensors of
-  backward other than FSDP2's gradient buffers (the logits' gradient, for
-  one); the check is one-sided for that reason, and
+  op-level selective checkpointing, the policy the runs used; that
+  prediction, with the eager fp32 loss's backward counted, is within 10 % of
+  each row (4-5 % below when written: the measurement is reserved memory,
+  which also holds the allocator's cache and the CUDA context), and
 - the difference between the two runs, where activations, logits, the
   gathered root and the gradient buffers cancel, is the model-state saving
   of sharding 8 versus 128
@@ -69,3 +67,12 @@ def test_the_difference_between_8_and_128_ranks_is_the_model_state_saving() -> N
         predicted = predict(8, mode) - predict(128, mode)
         observed = measured[8] - measured[128]
         assert abs(predicted - observed) / observed < 0.10, (mode, predicted / GIB, observed / GIB)
+
+
+def test_the_recipe_predicts_each_measurement_within_ten_percent() -> None:
+    # torchtitan's recipe as the runs set it: FSDP2, op-level selective checkpointing and
+    # cross_entropy on fp32 logits, whose backward holds two more logit-sized fp32 tensors
+    for dp, measured in rows().items():
+        b = gpu_memory("llama3-8b", ParallelPlan(dp=dp), "torchtitan-bf16", seq_len=8192,
+                       micro_batch_size=2, recompute="selective")  # fmt: skip
+        assert abs(b.total / measured - 1) < 0.10, (dp, b.total / GIB, measured / GIB)

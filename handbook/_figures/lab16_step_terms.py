@@ -32,7 +32,8 @@ plans = [
     ("tp 4, pp 4, dp 4\ninterleaved, v = 5",
      estimate("llama2-70b", ParallelPlan(tp=4, pp=4, dp=4), cluster, **batch,
               schedule="interleaved", chunks=5)),
-    (f"ranked first: tp {best.plan.tp}, pp {best.plan.pp}, dp {best.plan.dp}\n"
+    (f"ranked first: tp {best.plan.tp}, cp {best.plan.cp}, pp {best.plan.pp}, "
+     f"dp {best.plan.dp}\n"
      f"{best.schedule}, v = {best.chunks}", best.estimate),
 ]  # fmt: skip
 terms = ["compute", "tp", "pp_bubble", "pp_p2p", "dp", "optimizer"]

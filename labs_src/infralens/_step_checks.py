@@ -13,25 +13,63 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from infralens._validate import describe, divisible, nonnegative_number, positive_int
+from infralens._validate import check_choice, describe, divisible, nonnegative_number, positive_int
 from infralens.fit import gpu_memory, shortfall
 from infralens.hardware import GPU
 from infralens.model import TransformerConfig
+from infralens.pipeline_memory import stage_layers
 from infralens.plan import ParallelPlan
+from infralens.precision import DEFAULT_RECIPE, RECIPES, Recipe
 from infralens.topology import Cluster
 
 RECIPE = {0: "megatron-bf16", 1: "megatron-bf16-distopt", 2: "megatron-bf16-distopt", 3: "fsdp2"}
-"""The precision recipe whose memory each ZeRO stage of the step model keeps."""
+"""The recipe a bare ``zero_stage`` keyword (no *recipe*) stands for."""
+
+
+def resolve_recipe(recipe: object, zero_stage: object) -> tuple[Recipe, int]:
+    """The recipe and ZeRO stage a step runs: *recipe* if named (its stage, which a given
+    *zero_stage* must match), else the one :data:`RECIPE` gives *zero_stage*, else the
+    default recipe."""
+    if zero_stage is not None and (type(zero_stage) is not int or zero_stage not in RECIPE):
+        raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {describe(zero_stage)}")
+    if recipe is None:
+        name = DEFAULT_RECIPE if zero_stage is None else RECIPE[zero_stage]
+        r = RECIPES[name]
+        return r, r.zero_stage if zero_stage is None else zero_stage
+    if isinstance(recipe, Recipe):
+        r = recipe
+    elif isinstance(recipe, str):
+        r = RECIPES[check_choice("recipe", recipe, tuple(RECIPES))]
+    else:
+        raise TypeError(f"recipe must be a str or Recipe, got {type(recipe).__name__}")
+    if zero_stage is not None and zero_stage != r.zero_stage:
+        raise ValueError(
+            f"recipe {r.name!r} shards like ZeRO stage {r.zero_stage}; "
+            f"set zero_stage to {r.zero_stage} or leave it out"
+        )
+    return r, r.zero_stage
 
 
 def busiest_stage(
-    m: TransformerConfig, plan: object, cluster: object, *, chunks: int, uneven: bool
+    m: TransformerConfig,
+    plan: object,
+    cluster: object,
+    *,
+    chunks: int,
+    uneven: bool,
+    first: int | None = None,
+    last: int | None = None,
 ) -> TransformerConfig:
-    """The model as its busiest pipeline stage holds it: ceil(L / (p·v)) layers per chunk.
+    """The model as its busiest pipeline stage holds it: that stage's layers times p.
+
+    Even: L/p; *uneven* (Llama 3's layout without Megatron's arguments): ceil(L / (p·v))
+    per chunk; *first*/*last*: Megatron-Core's ``--decoder-first/last-pipeline-num-layers``
+    (:func:`infralens.pipeline_memory.stage_layers`).
 
     Raises ``TypeError`` for a plan or cluster of the wrong type and ``ValueError`` if the
     plan does not fill the cluster, ``ep`` is not 1, fewer layers than stages, layers that
-    do not divide among ``pp * chunks`` chunks (unless *uneven*) or heads among ``tp``.
+    do not divide among ``pp * chunks`` chunks (unless *uneven* or *first*/*last* say how)
+    or heads among ``tp``.
     """
     if not isinstance(plan, ParallelPlan):
         raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
@@ -43,20 +81,23 @@ def busiest_stage(
     stage_chunks = plan.pp * chunks
     if m.layers < plan.pp:
         raise ValueError(f"layers must be >= pp: {m.layers} < {plan.pp}")
+    divisible("heads", m.heads, "tp", plan.tp)
+    if first is not None or last is not None:
+        if uneven:
+            raise ValueError("uneven_stages and first/last_stage_layers exclude each other")
+        split = stage_layers(m.layers, plan.pp, chunks=chunks, first=first, last=last)
+        return replace(m, layers=max(split) * plan.pp)
     if not uneven:
         divisible("layers", m.layers, "pp * chunks", stage_chunks)
-    divisible("heads", m.heads, "tp", plan.tp)
     return replace(m, layers=-(-m.layers // stage_chunks) * stage_chunks)
 
 
-def stack_options(zero_stage: object, *, elementwise: str, overlap_grad_reduce: bool) -> int:
-    """*zero_stage* if it is 0-3 (an int: 3.0 is not a stage) and the stack runs the options.
+def stack_options(zero_stage: int, *, elementwise: str, overlap_grad_reduce: bool) -> int:
+    """*zero_stage* if the stack runs the options.
 
     Eager element-wise kernels are counted for torchtitan's block (``zero_stage=3``), and
     FSDP2 always overlaps its reduce-scatters.
     """
-    if type(zero_stage) is not int or zero_stage not in RECIPE:
-        raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {describe(zero_stage)}")
     if elementwise == "eager" and zero_stage != 3:
         raise ValueError("elementwise='eager' needs zero_stage=3: it is counted for torchtitan")
     if zero_stage == 3 and not overlap_grad_reduce:
@@ -80,30 +121,34 @@ def schedule_runs(schedule: str, *, chunks: int, pp: int, microbatches: int) -> 
 
 
 def fitted_memory(
-    busiest: TransformerConfig,
+    model: TransformerConfig,
     plan: ParallelPlan,
     gpu_key: str,
     gpu: GPU,
     *,
-    zero_stage: int,
+    recipe: Recipe,
     recompute: str,
     seq_len: int,
     micro_batch_size: int,
     sequence_parallel: bool,
     check: bool,
+    microbatches: int,
+    chunks: int,
+    first: int | None,
+    last: int | None,
 ) -> int:
-    """Bytes on the busiest GPU; ``ValueError`` saying by how much if it does not fit."""
-    # FSDP2 keeps what torchtitan's policy saves; that count exists for tp = 1 only.
-    titan = zero_stage == 3 and (recompute != "selective" or plan.tp == 1)
+    """Bytes on the busiest GPU (:func:`infralens.fit.gpu_memory`, the planner's one count);
+    ``ValueError`` saying by how much if it does not fit."""
     mem = gpu_memory(
-        busiest, plan, RECIPE[zero_stage], seq_len=seq_len, micro_batch_size=micro_batch_size,
+        model, plan, recipe, seq_len=seq_len, micro_batch_size=micro_batch_size,
         recompute=recompute, sequence_parallel=sequence_parallel and plan.tp > 1,
-        stack="pytorch" if titan else "megatron",
+        microbatches=microbatches, chunks=chunks, first_stage_layers=first,
+        last_stage_layers=last,
     )  # fmt: skip
     over = shortfall(mem, gpu_key)
     if over > 0 and check:
         raise ValueError(
-            f"model does not fit: {mem.total / 1e9:.1f} GB per GPU, "
+            f"model does not fit: {mem.total / 1e9:.1f} GB per GPU ({recipe.name} recipe), "
             f"{over / 1e9:.1f} GB over the {gpu.hbm_bytes / 1e9:.0f} GB of HBM"
         )
     return mem.total

@@ -14,16 +14,19 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
 from infralens._typecheck import typed
 from infralens._validate import check_choice, positive_int, positive_number
+from infralens.batch import grad_accum_steps_for
 from infralens.fit import HBM_BYTES, gpu_memory, render
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS
 from infralens.plan_file import _report, _text, load_plan_file
-from infralens.precision import RECIPES
+from infralens.precision import DEFAULT_RECIPE, RECIPES
+from infralens.ranking import RankedPlan, plan_yaml, rank_plans
 from infralens.topology import Cluster
 
 __all__ = ["main", "memory_report", "rank_report"]
@@ -31,13 +34,20 @@ __all__ = ["main", "memory_report", "rank_report"]
 
 @typed
 def memory_report(
-    model: str, path: str | Path, recipe: str, gpu: str, hbm_gb: float | None = None
+    model: str | None,
+    path: str | Path,
+    recipe: str | None,
+    gpu: str,
+    hbm_gb: float | None = None,
 ) -> str:
-    """The per-GPU memory of *model* under the plan in *path*, as text (``memory`` command).
+    """The per-GPU memory of the plan in *path*, as text (``memory`` command).
 
-    Sequence length, micro-batch, recomputation and sequence parallelism come
-    from the file's ``training`` section when it has one; otherwise the
-    model's own sequence length, micro-batch 1, no recomputation.
+    The model is *model* or the file's ``training.model``; sequence length, micro-batch,
+    global batch, schedule, recomputation, sequence parallelism, stage layers and the
+    recipe come from the file's ``training`` section when it has one (otherwise the
+    model's own sequence length, micro-batch 1, no recomputation), the recipe from
+    *recipe* when given. The count is :func:`infralens.fit.gpu_memory`, the one
+    ``plan`` and ``rank`` use, so the three agree.
 
     >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16", "h100-sxm5-80gb")
     Traceback (most recent call last):
@@ -45,34 +55,55 @@ def memory_report(
     ValueError: no such plan file: 'no/such/plan.yaml'
     """
     plan, _, work = load_plan_file(path)
-    if plan.cp > 1 or plan.ep > 1:
-        raise ValueError(
-            "the memory command models tp, pp and dp only; set cp_size and ep_size to 1"
-        )
-    config = PRESETS[check_choice("model", model, tuple(PRESETS))]
+    if model is not None:
+        check_choice("model", model, tuple(PRESETS))
+    if work is not None and model is not None and work.model and work.model != model:
+        raise ValueError(f"--model {model!r} contradicts the plan file's model {work.model!r}")
+    if model is None and (work is None or not work.model):
+        raise ValueError("name a model: --model NAME, or training.model in the plan file")
+    config = PRESETS[model] if model is not None else work.config()  # type: ignore[union-attr]
+    name = model if model is not None else work.model  # type: ignore[union-attr]
     job: dict[str, Any] = {"seq_len": config.seq_len, "micro_batch_size": 1}
+    chosen = DEFAULT_RECIPE
     if work is not None:
+        chosen = work.resolved_recipe().name
         job = {
             "seq_len": work.seq_len,
             "micro_batch_size": work.micro_batch_size,
             "recompute": work.recompute,
-            "sequence_parallel": work.sequence_parallel,
-        }
-    breakdown = gpu_memory(config, plan, check_choice("recipe", recipe, tuple(RECIPES)), **job)
+            "sequence_parallel": work.sequence_parallel and plan.tp > 1,
+            "microbatches": grad_accum_steps_for(
+                global_batch_size=work.global_batch_size,
+                micro_batch_size=work.micro_batch_size, dp_size=plan.dp,
+            ),
+            "chunks": work.chunks,
+            "first_stage_layers": work.first_stage_layers,
+            "last_stage_layers": work.last_stage_layers,
+        }  # fmt: skip
+    if recipe is not None:
+        chosen = check_choice("recipe", recipe, tuple(RECIPES))
+    breakdown = gpu_memory(config, plan, chosen, **job)
     if hbm_gb is None:
-        capacity, name = HBM_BYTES[check_choice("gpu", gpu, tuple(HBM_BYTES))], gpu
+        capacity, where = HBM_BYTES[check_choice("gpu", gpu, tuple(HBM_BYTES))], gpu
     else:
-        capacity, name = int(positive_number("hbm_gb", hbm_gb) * 10**9), "--hbm-gb"
+        capacity, where = int(positive_number("hbm_gb", hbm_gb) * 10**9), "--hbm-gb"
     head = (
-        f"{model}, tp={plan.tp} pp={plan.pp} dp={plan.dp}, seq_len={job['seq_len']}, "
-        f"micro_batch_size={job['micro_batch_size']}, recipe {recipe}: {RECIPES[recipe].framework}"
+        f"{name}, tp={plan.tp} cp={plan.cp} pp={plan.pp} dp={plan.dp}, seq_len={job['seq_len']}, "
+        f"micro_batch_size={job['micro_batch_size']}, recipe {chosen}: "
+        f"{RECIPES[chosen].framework}"
     )
-    return head + "\n" + render(breakdown, capacity, name)
+    return head + "\n" + render(breakdown, capacity, where)
 
 
 @typed
 def rank_report(
-    model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int = 1
+    model: str,
+    system: str,
+    gpus: int,
+    seq_len: int,
+    global_batch: int,
+    micro_batch: int = 1,
+    recipe: str | None = None,
 ) -> str:
     """The ten fastest feasible plans by predicted step time (``rank`` command).
 
@@ -81,9 +112,21 @@ def rank_report(
     ...
     ValueError: gpus must be a multiple of the 8 GPUs of a DGX H100 node, got 60
     """
-    from infralens.ranking import rank_plans
     from infralens.ranking import render as render_ranking
 
+    cluster, ranked = _ranked(model, system, gpus, seq_len, global_batch, micro_batch, recipe)
+    head = (
+        f"{model} on {gpus} GPUs ({cluster.system.name}), seq_len {seq_len}, global batch "
+        f"{global_batch}, micro-batch {micro_batch}: the fastest feasible plans by predicted "
+        f"step time, recipe {recipe or f'{DEFAULT_RECIPE} or fsdp2'}"
+    )
+    return head + "\n" + render_ranking(ranked)
+
+
+def _ranked(
+    model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int,
+    recipe: str | None,
+) -> tuple[Cluster, list[RankedPlan]]:  # fmt: skip
     node = SYSTEMS[check_choice("system", system, tuple(SYSTEMS))]
     positive_int("gpus", gpus)
     if gpus % node.gpus_per_node:
@@ -94,12 +137,8 @@ def rank_report(
     cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
     config = PRESETS[check_choice("model", model, tuple(PRESETS))]
     ranked = rank_plans(config, cluster, seq_len=seq_len, global_batch_size=global_batch,
-                        micro_batch_size=micro_batch)  # fmt: skip
-    head = (
-        f"{model} on {gpus} GPUs ({node.name}), seq_len {seq_len}, global batch {global_batch}, "
-        f"micro-batch {micro_batch}: the fastest feasible plans by predicted step time"
-    )
-    return head + "\n" + render_ranking(ranked)
+                        micro_batch_size=micro_batch, recipe=recipe)  # fmt: skip
+    return cluster, ranked
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,40 +168,65 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _epilog() -> str:
+    """What ``--help`` lists: the model presets, clusters and recipes a user can name."""
+    return (
+        f"models: {', '.join(PRESETS)}\n"
+        f"clusters: {', '.join(SYSTEMS)}\n"
+        f"recipes (default {DEFAULT_RECIPE}): {', '.join(RECIPES)}\n"
+        "plan-file keys: see the handbook's plan-file reference page"
+    )
+
+
 def _main(argv: Sequence[str] | None) -> int:
-    parser = _Parser(prog="python -m infralens", description="InfraLens tools.")
+    parser = _Parser(
+        prog="python -m infralens", description="InfraLens tools.", epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    raw = argparse.RawDescriptionHelpFormatter
     plan_cmd = commands.add_parser(
-        "plan", help="show the rank placement, groups, links and worksheet of a plan file"
+        "plan",
+        help="show the rank placement, groups, links and worksheet of a plan file",
+        epilog=_epilog(),
+        formatter_class=raw,
     )
     plan_cmd.add_argument("path", help="a parallelism_plan.yaml file")
     plan_cmd.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    plan_cmd.add_argument("--tokens", type=int, default=None,
+                          help="training tokens, for the days the run takes")  # fmt: skip
     mem_cmd = commands.add_parser(
-        "memory", help="per-GPU memory of a model under a plan file, and whether it fits"
+        "memory",
+        help="per-GPU memory of a model under a plan file, and whether it fits",
+        epilog=_epilog(),
+        formatter_class=raw,
     )
-    mem_cmd.add_argument("--model", required=True, help="a PRESETS key, e.g. llama3-70b")
+    mem_cmd.add_argument("--model", default=None, help="a model preset (default: the file's)")
     mem_cmd.add_argument("--plan", required=True, help="a parallelism_plan.yaml file")
-    mem_cmd.add_argument("--recipe", default="megatron-bf16", help="a precision recipe")
+    mem_cmd.add_argument("--recipe", default=None,
+                         help=f"a recipe (default: the file's, else {DEFAULT_RECIPE})")  # fmt: skip
     mem_cmd.add_argument("--gpu", default="h100-sxm5-80gb", help="an HBM preset")
     mem_cmd.add_argument("--hbm-gb", type=float, default=None, help="HBM in GB, instead of --gpu")
     rank_cmd = commands.add_parser(
-        "rank", help="the ten fastest feasible plans for a model on a cluster"
+        "rank",
+        help="the ten fastest feasible plans for a model on a cluster",
+        epilog=_epilog(),
+        formatter_class=raw,
     )
-    rank_cmd.add_argument("--model", required=True, help="a PRESETS key, e.g. llama3-70b")
-    rank_cmd.add_argument("--cluster", default="dgx-h100", help="a SYSTEMS key")
+    rank_cmd.add_argument("--model", required=True, help="a model preset, e.g. llama3-70b")
+    rank_cmd.add_argument("--cluster", default="dgx-h100", help="a cluster (SYSTEMS key)")
     rank_cmd.add_argument("--gpus", type=int, required=True)
     rank_cmd.add_argument("--seq-len", type=int, required=True)
     rank_cmd.add_argument("--global-batch", type=int, required=True)
     rank_cmd.add_argument("--micro-batch", type=int, default=1)
+    rank_cmd.add_argument(
+        "--recipe", default=None, help=f"a recipe (default: {DEFAULT_RECIPE} and fsdp2, the faster)"
+    )
+    rank_cmd.add_argument("--write-plan", nargs=2, metavar=("ROW", "FILE"), default=None,
+                          help="write row ROW of the ranking as a plan file")  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "rank":
-        try:
-            print(rank_report(args.model, args.cluster, args.gpus, args.seq_len,
-                              args.global_batch, args.micro_batch))  # fmt: skip
-        except (ValueError, TypeError) as err:
-            print(f"infralens rank: {err}", file=sys.stderr)
-            return 2
-        return 0
+        return _rank(args)
     if args.command == "memory":
         try:
             print(memory_report(args.model, args.plan, args.recipe, args.gpu, args.hbm_gb))
@@ -171,7 +235,12 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         return 0
     try:
-        report = _report(*load_plan_file(args.path))
+        plan, cluster, work = load_plan_file(args.path)
+        if args.tokens is not None:
+            if work is None:
+                raise ValueError("--tokens needs a 'training' section in the plan file")
+            work = replace(work, token_budget=positive_int("tokens", args.tokens))
+        report = _report(plan, cluster, work)
     except (ValueError, TypeError) as err:
         print(f"infralens plan: {err}", file=sys.stderr)
         return 2
@@ -179,4 +248,29 @@ def _main(argv: Sequence[str] | None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(_text(report, markdown=args.format == "markdown"))
+    return 0
+
+
+def _rank(args: argparse.Namespace) -> int:
+    try:
+        print(rank_report(args.model, args.cluster, args.gpus, args.seq_len,
+                          args.global_batch, args.micro_batch, args.recipe))  # fmt: skip
+        if args.write_plan is not None:
+            row_text, path = args.write_plan
+            if not row_text.isdigit() or not 1 <= int(row_text) <= 10:
+                raise ValueError(f"--write-plan ROW must be a row number 1-10, got {row_text!r}")
+            _, ranked = _ranked(args.model, args.cluster, args.gpus, args.seq_len,
+                                args.global_batch, args.micro_batch, args.recipe)  # fmt: skip
+            if int(row_text) > len(ranked):
+                raise ValueError(f"--write-plan ROW must be at most {len(ranked)}")
+            text = plan_yaml(ranked[int(row_text) - 1], args.model, args.cluster,
+                             args.seq_len, args.global_batch, args.micro_batch)  # fmt: skip
+            try:
+                Path(path).write_text(text, encoding="utf-8")
+            except (OSError, ValueError) as err:
+                raise ValueError(f"cannot write {path[:80]!r}: {err}") from None
+            print(f"wrote row {row_text} to {path[:200]}")
+    except (ValueError, TypeError) as err:
+        print(f"infralens rank: {err}", file=sys.stderr)
+        return 2
     return 0

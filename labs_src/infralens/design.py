@@ -32,9 +32,9 @@ from fractions import Fraction
 from infralens._typecheck import typed
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
-from infralens.fit import HBM_BYTES
-from infralens.memory import activation_bytes_per_layer, bytes_per_parameter
+from infralens.fit import HBM_BYTES, gpu_memory
 from infralens.nccl import predict
+from infralens.pipeline import bubble_fraction
 from infralens.plan import FREQUENCY, ParallelPlan
 from infralens.sharding import padded_shard_size
 from infralens.step import estimate
@@ -48,7 +48,7 @@ from infralens.worksheet import (
     Workload,
     Worksheet,
 )
-from infralens.zero import model_state_bytes, step_collectives
+from infralens.zero import step_collectives
 
 __all__ = [
     "RECIPE_STAGE",
@@ -72,13 +72,12 @@ def _slowest(plan: ParallelPlan, axis: str, cluster: Cluster) -> tuple[str, list
 def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Worksheet:
     """Fill the axis table, communication table and memory for *plan* on *cluster*.
 
-    Parameters are assumed evenly split over TP × PP ranks and cost the
-    workload's recipe bytes per parameter (:data:`~infralens.worksheet.RECIPE_STAGE` ties a recipe
-    to the ZeRO stage whose collectives it runs; ``zero-paper`` with
-    ``zero_stage`` is the ZeRO paper's table); activations follow
-    :func:`infralens.memory.activation_bytes_per_layer` for the layers of one
-    stage, times the micro-batches 1F1B keeps in flight on the first stage,
-    min(pp, m). The bubble is (pp − 1)/m (Narayanan et al., 2021).
+    Memory is :func:`infralens.fit.gpu_memory` for the workload's recipe
+    (:meth:`~infralens.worksheet.Workload.resolved_recipe`; ``zero-paper`` with
+    ``zero_stage`` is the ZeRO paper's table), the count ``estimate`` and the
+    ``memory`` command use: model states (with FSDP's gathered units and gradient
+    buffers) and activations (with the logits) of the busiest stage. The bubble is
+    (pp − 1)/(v·m) (Narayanan et al., 2021), as the step prices it.
 
     Raises ``ValueError`` if the plan does not fill the cluster, ``ep`` is
     not 1 (the worksheet models dense models), the sequence does not split
@@ -97,30 +96,28 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     b, s, h, e = work.micro_batch_size, work.seq_len // plan.cp, work.hidden, work.bytes_per_element
     stage_layers = padded_shard_size(work.layers, plan.pp)
     params = padded_shard_size(work.num_params, plan.tp * plan.pp)
-    if work.recipe == "zero-paper":
-        states = model_state_bytes(params, dp_size=plan.dp, stage=work.zero_stage)
-    else:
-        exact = bytes_per_parameter(work.recipe, dp_size=plan.dp) * params
-        states = -(-exact.numerator // exact.denominator)
-    per_layer = activation_bytes_per_layer(
-        seq_len=s,
-        micro_batch_size=b,
-        hidden=h,
-        heads=work.heads,
-        tp=plan.tp,
-        sequence_parallel=work.sequence_parallel,
-        recompute=work.recompute,
-    )
-    activations = per_layer * stage_layers * min(plan.pp, m)
-    bubble = Fraction(plan.pp - 1, m)
-
+    recipe = work.resolved_recipe()
     step = estimate(
         work.config(), plan, cluster, seq_len=work.seq_len,
         global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
         sequence_parallel=work.sequence_parallel, recompute=work.recompute,
-        schedule=work.schedule, chunks=work.chunks, zero_stage=work.zero_stage,
-        check_memory=False,
+        schedule=work.schedule, chunks=work.chunks,
+        zero_stage=None if work.recipe else work.zero_stage,
+        recipe=recipe if work.recipe else None, first_stage_layers=work.first_stage_layers,
+        last_stage_layers=work.last_stage_layers, check_memory=False,
     )  # fmt: skip
+    # Memory: the planner's one count (infralens.fit.gpu_memory), as estimate and the
+    # memory command take it; the bubble as estimate prices it, (p - 1)/(v·m).
+    mem = gpu_memory(
+        work.config(), plan, recipe, seq_len=work.seq_len, micro_batch_size=b,
+        recompute=work.recompute, sequence_parallel=work.sequence_parallel and plan.tp > 1,
+        microbatches=m, chunks=work.chunks, first_stage_layers=work.first_stage_layers,
+        last_stage_layers=work.last_stage_layers,
+    )  # fmt: skip
+    states = mem.model_states + mem.gathered + mem.grad_buffers
+    activations = mem.activations + mem.logits
+    bubble = bubble_fraction(stages=plan.pp, microbatches=m, chunks=work.chunks)
+
     # [start:axes]
     axes = []
     for axis in ("tp", "cp", "pp", "dp"):
@@ -169,9 +166,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
                 seconds = Fraction(predict(op, nbytes, cluster, group).seconds) * count
             # [end:traffic]
             risk = (
-                f"bubble {float(bubble):.1%} of ideal compute"
-                if axis == "pp"
-                else "crosses nodes: shares the node's network adapters"
+                "crosses nodes: shares the node's network adapters"
                 if link == cluster.inter.name
                 else "stays on the fast tier"
             )
@@ -185,7 +180,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     bottleneck = step.bottleneck
     return Worksheet(
         plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck,
-        work.recipe, HBM_BYTES[work.gpu], step, work.token_budget,
+        recipe.name, HBM_BYTES[work.gpu], step, work.token_budget,
     )  # fmt: skip
 
 
@@ -201,7 +196,7 @@ def compare(plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload) -> 
     >>> plans = [ParallelPlan(tp=8, pp=4, dp=2), ParallelPlan(tp=8, pp=8, dp=1),
     ...          ParallelPlan(tp=4, pp=4, dp=4)]
     >>> [round(s.memory_bytes / 10**9, 1) for s in compare(plans, c, w)]
-    [33.0, 28.7, 53.0]
+    [37.3, 31.1, 61.6]
     """
     return [fill_worksheet(p, cluster, work) for p in plans]
 
@@ -264,10 +259,15 @@ def render_markdown(sheet: Worksheet) -> str:
             for name, sec in e.breakdown.items()
             if sec > 0
         ]
+        budget = (
+            "; set training.token_budget for the days a run takes"
+            if sheet.token_budget is None
+            else f"; {sheet.token_budget / 1e12:g}T tokens take "
+            f"{e.days(sheet.token_budget):.0f} days on {e.gpus} GPUs"
+        )
         lines += [
             "",
             f"Step {e.seconds:.2f} s, {e.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
-            f"MFU {e.mfu:.1%} (dense peak); {sheet.token_budget / 1e12:g}T tokens take "
-            f"{e.days(sheet.token_budget):.0f} days on {e.gpus} GPUs.",
+            f"MFU {e.mfu:.1%} (dense peak){budget}.",
         ]
     return "\n".join(lines)

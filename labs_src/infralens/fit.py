@@ -1,14 +1,19 @@
 """Will it fit: the bytes one GPU holds for a dense model under a parallel plan and a recipe.
 
-The busiest GPU is on the first or the last pipeline stage. Each holds its
-share of parameters (``L/p`` layers, each split t ways, plus the embedding
-on the first stage or the output layer on the last) times the recipe's
-bytes per parameter; FSDP2 adds its gathered root and two gathered layers,
-and the unsharded gradients and reduce-scatter inputs of backward
-(:func:`infralens.fsdp_memory.gradient_buffer_peak`).
-With 1F1B the first stage keeps p micro-batches of activations for its
-``L/p`` layers (Narayanan et al. 2021), the last stage one, plus the fp32
-logits.
+:func:`gpu_memory` is the planner's one memory count: :func:`infralens.step.estimate`,
+:func:`infralens.ranking.rank_plans`, the design worksheet and the ``plan``,
+``memory`` and ``rank`` commands all call it, with the same
+:class:`~infralens.precision.Recipe` (default
+:data:`~infralens.precision.DEFAULT_RECIPE`), so they cannot disagree.
+Every pipeline stage holds its share of parameters (its layers, each split t
+ways, plus the embedding on the first stage or the output layer on the last)
+times the recipe's bytes per parameter, the sharded buffers split over the
+dp·cp ranks; FSDP2 adds its gathered root and two gathered layers, and the
+unsharded gradients and reduce-scatter inputs of backward
+(:func:`infralens.fsdp_memory.gradient_buffer_peak`). Activations are one
+layer's at s/cp tokens times the layers of the chunks Megatron-Core's schedule
+keeps in flight (:func:`infralens.pipeline_memory.in_flight`); the last stage adds the fp32 logits.
+The busiest stage is reported.
 
 >>> from infralens.plan import ParallelPlan
 >>> job = dict(seq_len=8192, micro_batch_size=1, recompute="full", sequence_parallel=True)
@@ -26,15 +31,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice, divisible
+from infralens._validate import check_choice, divisible, positive_int
 from infralens.fsdp import Unit
 from infralens.fsdp_memory import gradient_buffer_peak
 from infralens.hardware import GPUS
-from infralens.memory import _model, activation_bytes, bytes_per_parameter, logits_bytes
+from infralens.memory import _model, activation_bytes, logits_bytes
 from infralens.model import TransformerConfig
+from infralens.pipeline_memory import in_flight, stage_layers
 from infralens.plan import ParallelPlan
+from infralens.precision import DEFAULT_RECIPE, RECIPES, Recipe, recipe_bytes_of
 
-__all__ = ["HBM_BYTES", "Breakdown", "fits", "gpu_memory", "render", "shortfall"]
+__all__ = [
+    "HBM_BYTES",
+    "Breakdown",
+    "fits",
+    "gpu_memory",
+    "render",
+    "shortfall",
+]
+
 
 HBM_BYTES: dict[str, int] = {key: gpu.hbm_bytes for key, gpu in GPUS.items()}
 """HBM per GPU, by :data:`infralens.hardware.GPUS` key (datasheet GB, 10**9 bytes)."""
@@ -42,7 +57,7 @@ HBM_BYTES: dict[str, int] = {key: gpu.hbm_bytes for key, gpu in GPUS.items()}
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Bytes on the busiest GPU, by what holds them."""
+    """Bytes on the busiest GPU, by what holds them, and the recipe they were counted for."""
 
     stage: str
     model_states: int
@@ -50,6 +65,7 @@ class Breakdown:
     activations: int
     logits: int
     grad_buffers: int = 0
+    recipe: str = ""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -62,55 +78,77 @@ class Breakdown:
         )
 
 
+def _recipe(recipe: str | Recipe) -> Recipe:
+    if isinstance(recipe, Recipe):
+        return recipe
+    if not isinstance(recipe, str):
+        raise TypeError(f"recipe must be a str or Recipe, got {type(recipe).__name__}")
+    return RECIPES[check_choice("recipe", recipe, tuple(RECIPES))]
+
+
 def _stage(
-    m: TransformerConfig, plan: ParallelPlan, recipe: str, first: bool, act_layer: int, logits: int
+    m: TransformerConfig,
+    plan: ParallelPlan,
+    r: Recipe,
+    rank: int,
+    layers: int,
+    layer_units: int,
+    act_layer: int,
+    logits: int,
 ) -> Breakdown:
     t, p = plan.tp, plan.pp
-    layers = m.layers // p
+    first, last = rank == 0, rank == p - 1
     params = layers * m.layer_params() // t
     head = m.output_params() + m.norm_params()  # the output layer and the final norm
-    edge = (m.embedding_params() if first or p == 1 else 0) + (head if not first or p == 1 else 0)
+    edge = (m.embedding_params() if first else 0) + (head if last else 0)
     params += edge // t
-    # model states = bytes per parameter (d = dp) × parameters this GPU owns
-    states = bytes_per_parameter(recipe, dp_size=plan.dp) * params
-    gathered = 2 * (edge // t + 2 * m.layer_params() // t) if recipe == "fsdp2" else 0
+    # model states = bytes per parameter (d = dp·cp) × parameters this GPU owns
+    states = recipe_bytes_of(r, plan.dp * plan.cp) * params
+    fsdp = r.zero_stage == 3 and r.stack == "pytorch"
+    gathered = r.gather_bytes * (edge // t + 2 * m.layer_params() // t) if fsdp else 0
     buffers = 0
-    if recipe == "fsdp2":  # parameters as flat 1-D shapes: per-parameter padding left out
-        ends = [
-            (m.embedding_params() if first or p == 1 else 0) // t,
-            (head if not first or p == 1 else 0) // t,
-        ]
+    if fsdp:  # parameters as flat 1-D shapes: per-parameter padding left out
+        ends = [(m.embedding_params() if first else 0) // t, (head if last else 0) // t]
         root = Unit("root", tuple((n,) for n in ends))
         unit = Unit("layer", ((m.layer_params() // t,),))
-        buffers = gradient_buffer_peak(root, [unit] * layers, plan.dp, head_params=1)
-    in_flight = p if first else 1  # 1F1B: the first stage holds p micro-batches' activations
+        buffers = gradient_buffer_peak(root, [unit] * layers, plan.dp * plan.cp, head_params=1)
+    name = "first" if first else "last" if last else f"stage {rank}"
     return Breakdown(
-        stage="first" if first else "last",
+        stage=name,
         model_states=-(-states.numerator // states.denominator),
         gathered=gathered,
-        activations=layers * act_layer * in_flight,
-        logits=logits if (not first or p == 1) else 0,
+        activations=layer_units * act_layer,
+        logits=logits if last else 0,
         grad_buffers=buffers,
+        recipe=r.name,
     )
 
 
 def gpu_memory(
     model: TransformerConfig | str,
     plan: ParallelPlan,
-    recipe: str,
+    recipe: str | Recipe = DEFAULT_RECIPE,
     *,
     seq_len: int,
     micro_batch_size: int,
     recompute: str = "none",
     sequence_parallel: bool = False,
     attention: str = "flash",
-    stack: str = "megatron",
+    stack: str | None = None,
+    microbatches: int | None = None,
+    chunks: int = 1,
+    first_stage_layers: int | None = None,
+    last_stage_layers: int | None = None,
 ) -> Breakdown:
-    """The :class:`Breakdown` of the busier of the first and last pipeline stages.
+    """The :class:`Breakdown` of the busiest pipeline stage: the planner's one memory count.
 
-    model states = recipe bytes per parameter (d = ``plan.dp``) × parameters on the GPU
-    activations  = ``activation_bytes`` × L/p layers × micro-batches in flight (p first, 1 last)
-    logits       = ``logits_bytes`` on the last stage
+    model states = recipe bytes per parameter (sharded over dp·cp) × parameters on the GPU
+    activations  = ``activation_bytes`` at s/cp × layers per chunk × chunks in flight
+    logits       = ``logits_bytes`` at s/cp on the last stage (3× for an eager fp32 loss)
+
+    Chunks in flight follow Megatron-Core's schedule
+    (:func:`infralens.pipeline_memory.in_flight`, at most all *microbatches* × *chunks*
+    when given); the layers per stage :func:`infralens.pipeline_memory.stage_layers`.
 
     >>> from infralens.plan import ParallelPlan
     >>> b = gpu_memory("llama3-8b", ParallelPlan(dp=8), "fsdp2", seq_len=8192, micro_batch_size=1)
@@ -121,33 +159,42 @@ def gpu_memory(
     >>> gpu_memory("llama3-8b", ParallelPlan(pp=3), "ddp", seq_len=8, micro_batch_size=1)
     Traceback (most recent call last):
     ...
-    ValueError: layers must be divisible by pp: 32 % 3 = 2
+    ValueError: layers must be divisible by pp * chunks: 32 % 3 = 2
 
     *stack* chooses whose activation count applies (see
-    :func:`infralens.memory.activation_bytes`).
+    :func:`infralens.memory.activation_bytes`; default the recipe's; PyTorch's selective
+    count exists for tp = 1 only, so with tp > 1 Megatron's stands in).
 
-    Raises ``ValueError`` for an unknown model, recipe, recompute,
-    attention or stack, or degrees that do not divide the model (layers by pp; heads,
-    kv_heads and ffn_hidden by tp).
+    Raises ``ValueError`` for an unknown model, recipe, recompute, attention or stack,
+    ``ep`` above 1, degrees that do not divide the model (layers by pp·chunks per stage;
+    heads, kv_heads and ffn_hidden by tp; the sequence by cp, and by tp with sequence
+    parallelism), or first/last stage layers Megatron-Core would refuse.
     """
     m = _model(model)
     if not isinstance(plan, ParallelPlan):
         raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
-    divisible("layers", m.layers, "pp", plan.pp)
+    r = _recipe(recipe)
+    if plan.ep != 1:
+        raise ValueError(f"ep must be 1: the memory count is for dense models, got {plan.ep}")
+    s = positive_int("seq_len", seq_len)
+    divisible("seq_len", s, "cp", plan.cp)
+    v = positive_int("chunks", chunks)
+    split = stage_layers(m.layers, plan.pp, chunks=v, first=first_stage_layers,
+                         last=last_stage_layers)  # fmt: skip
+    who = r.stack if stack is None else stack
+    if who == "pytorch" and recompute == "selective" and plan.tp > 1:
+        who = "megatron"
     act = activation_bytes(
-        m,
-        seq_len=seq_len,
-        micro_batch_size=micro_batch_size,
-        tp=plan.tp,
-        sequence_parallel=sequence_parallel,
-        recompute=recompute,
-        attention=attention,
-        stack=stack,
-    )
-    logits = logits_bytes(m, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=plan.tp)
-    first = _stage(m, plan, recipe, True, act, logits)
-    last = _stage(m, plan, recipe, False, act, logits)
-    return first if first.total >= last.total else last
+        m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, tp=plan.tp,
+        sequence_parallel=sequence_parallel, recompute=recompute, attention=attention, stack=who,
+    )  # fmt: skip
+    logits = logits_bytes(m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, tp=plan.tp)
+    logits *= 3 if r.loss == "eager" else 1  # PyTorch's backward: two more fp32 logit tensors
+    stages = []
+    for i, n in enumerate(split):  # activations: chunks in flight × layers per chunk
+        units = in_flight(i, plan.pp, chunks=v, microbatches=microbatches) * (n // v)
+        stages.append(_stage(m, plan, r, i, n, units, act, logits))
+    return max(stages, key=lambda b: b.total)
 
 
 @typed
@@ -203,6 +250,8 @@ def render(breakdown: Breakdown, capacity_bytes: int, capacity_name: str) -> str
         else (f"fits, {-over / 10**9:.2f} GB spare")
     )
     lines = [f"busiest GPU: {breakdown.stage} pipeline stage"]
+    if breakdown.recipe:
+        lines[0] += f", recipe {breakdown.recipe}"
     lines += [f"  {name:20} {value / 10**9:7.2f} GB" for name, value in rows]
     lines.append(
         f"  {'total':20} {breakdown.total / 10**9:7.2f} GB of {capacity_bytes / 10**9:.2f} GB"

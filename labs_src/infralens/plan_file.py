@@ -32,6 +32,7 @@ from infralens._files import read_text
 from infralens._typecheck import typed
 from infralens._validate import describe, positive_int
 from infralens.design import Workload, fill_worksheet, render_markdown
+from infralens.model import PRESETS
 from infralens.plan import AXES, FREQUENCY, ParallelPlan
 from infralens.topology import Cluster
 from infralens.worksheet import worksheet_tables
@@ -125,8 +126,49 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
             raise ValueError(
                 f"training has unknown keys {unknown_training[:5]}; use {sorted(known)}"
             )
-        work = Workload(**training)
+        work = Workload(**_with_preset(dict(training), plan))
     return plan, cluster, work
+
+
+SHAPE_KEYS = ("num_params", "layers", "hidden", "heads")
+"""The model shape a ``training`` section gives, or takes from its ``model`` preset."""
+
+
+def _with_preset(training: dict[str, Any], plan: ParallelPlan) -> dict[str, Any]:
+    """Fill the shape, sequence length, micro-batch and batch a ``model`` preset implies.
+
+    A preset gives ``num_params``, ``layers``, ``hidden``, ``heads`` and ``seq_len``; a
+    shape key given beside it must agree. Left out, ``micro_batch_size`` is 1 and
+    ``global_batch_size`` one micro-batch per data-parallel replica.
+    """
+    name = training.get("model")
+    if name:
+        if not isinstance(name, str) or name not in PRESETS:
+            raise ValueError(
+                f"training.model must be one of the presets {', '.join(PRESETS)}; "
+                f"got {describe(name)}"
+            )
+        m = PRESETS[name]
+        implied = {"num_params": m.num_params(), "layers": m.layers, "hidden": m.hidden,
+                   "heads": m.heads}  # fmt: skip
+        for key, value in implied.items():
+            given = training.setdefault(key, value)
+            if given != value:
+                raise ValueError(
+                    f"training.{key} is {describe(given)} but model {name!r} has {value}; "
+                    f"leave {key} out or correct it"
+                )
+        training.setdefault("seq_len", m.seq_len)
+    training.setdefault("micro_batch_size", 1)
+    if "global_batch_size" not in training and isinstance(training["micro_batch_size"], int):
+        training["global_batch_size"] = training["micro_batch_size"] * plan.dp * plan.pp
+    missing = [k for k in (*SHAPE_KEYS, "seq_len") if k not in training]
+    if missing:
+        raise ValueError(
+            f"training needs {', '.join(missing)}, or a model preset (model: llama3-70b) "
+            "that implies them"
+        )
+    return training
 
 
 @typed

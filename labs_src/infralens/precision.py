@@ -12,6 +12,18 @@ ranks shard it. ``bytes_per_parameter`` sums them for one GPU:
 >>> recipe_bytes("megatron-bf16-distopt", dp_size=8)      # 6 + 12/8
 Fraction(15, 2)
 
+Beyond the bytes, a recipe says how its framework runs the step: the ZeRO stage
+whose collectives it runs, its precision, its loss and element-wise kernels.
+NVIDIA's Llama 3 recipe reduces gradients in bf16 (4 + 12/d bytes); its FP8
+variant keeps the parameter in fp8 with Transformer Engine's fp8 transpose:
+
+>>> [(n, recipe_bytes(n, dp_size=8), RECIPES[n].precision)
+...  for n in ("megatron-core-bf16", "megatron-core-fp8", "torchtitan-float8-compile")]
+[('megatron-core-bf16', Fraction(11, 2), 'bf16'), ('megatron-core-fp8', Fraction(11, 2), 'fp8'), \
+('torchtitan-float8-compile', Fraction(2, 1), 'fp8')]
+>>> DEFAULT_RECIPE, RECIPES[DEFAULT_RECIPE].zero_stage
+('megatron-bf16-distopt', 1)
+
 Persistent state only: FSDP2's unsharded root, all-gathered units and
 backward's gradient buffers, and activations, are counted elsewhere
 (:mod:`infralens.fsdp_memory`, :mod:`infralens.memory`).
@@ -25,10 +37,22 @@ from fractions import Fraction
 from infralens._typecheck import check_fields
 from infralens._validate import check_choice, positive_int
 
-__all__ = ["RECIPES", "Buffer", "Recipe", "recipe_bytes"]
+__all__ = [
+    "DEFAULT_RECIPE",
+    "PRECISIONS",
+    "RECIPES",
+    "Buffer",
+    "Recipe",
+    "recipe_bytes",
+    "recipe_bytes_of",
+]
 
 MEGATRON = "NVIDIA/Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 TORCH = "PyTorch 2.13.0"
+NVIDIA_LLAMA = "examples/llama/train_llama3_8b_h100_fp8.sh"
+
+PRECISIONS = ("bf16", "fp8")
+"""The GEMM precisions a recipe runs: BF16, or FP8 GEMMs with BF16 attention and element-wise."""
 
 
 @dataclass(frozen=True)
@@ -45,15 +69,41 @@ class Buffer:
 
 @dataclass(frozen=True)
 class Recipe:
-    """A named precision recipe: the framework and version it follows, its source, its buffers."""
+    """A named framework recipe: what it keeps per parameter and how it runs a step.
+
+    ``buffers`` are the persistent per-parameter copies; a sharded one is divided over
+    the data-parallel ranks times the context-parallel ones (Megatron-Core builds the
+    distributed optimizer on its ``dp_cp`` group, torchtitan shards over ``dp_shard_cp``).
+    ``zero_stage`` is the ZeRO stage whose collectives it runs, ``stack`` whose
+    activation count applies (:data:`infralens.memory.STACKS`), ``gather_bytes`` the
+    element size of FSDP's gathered parameters, ``loss`` ``"fused"`` (the fp32
+    probabilities kept, gradients written in place) or ``"eager"`` (PyTorch's
+    ``cross_entropy`` on fp32 logits: two more fp32 logit-sized tensors in its backward),
+    ``elementwise`` the element-wise kernels (:data:`infralens.elementwise.ELEMENTWISE_KERNELS`)
+    and ``grad_reduce_in_fp32`` the gradient-reduction dtype.
+    """
 
     name: str
     framework: str
     source: str
     buffers: tuple[Buffer, ...]
+    precision: str = "bf16"
+    zero_stage: int = 0
+    stack: str = "megatron"
+    gather_bytes: int = 2
+    loss: str = "fused"
+    elementwise: str = "fused"
+    grad_reduce_in_fp32: bool = True
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("stack", self.stack, ("megatron", "pytorch"))
+        check_choice("loss", self.loss, ("fused", "eager"))
+        check_choice("elementwise", self.elementwise, ("fused", "eager"))
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {self.zero_stage}")
+        positive_int("gather_bytes", self.gather_bytes)
 
 
 def _adam(sharded: bool, master: bool = True) -> tuple[Buffer, ...]:
@@ -63,13 +113,48 @@ def _adam(sharded: bool, master: bool = True) -> tuple[Buffer, ...]:
     return out + moments
 
 
+def _zero_paper(stage: int) -> Recipe:
+    """The ZeRO paper's 2Ψ + 2Ψ + 12Ψ, its stage sharding the optimizer, gradients, parameters."""
+    name = "zero-paper" if stage == 0 else f"zero-paper-{stage}"
+    what = "no sharding" if stage == 0 else f"ZeRO-{stage}"
+    return Recipe(
+        name,
+        f"ZeRO paper (Rajbhandari et al. 2020), fp16 mixed-precision Adam, {what}",
+        "arXiv 1910.02054, Section 3.1: 2Ψ + 2Ψ + KΨ with K = 12; Section 5 (stages)",
+        (
+            Buffer("fp16 parameters", 2, stage >= 3),
+            Buffer("fp16 gradients", 2, stage >= 2),
+            *_adam(stage >= 1),
+        ),
+        zero_stage=stage,
+    )
+
+
+def _torchtitan(float8: bool, compile_: bool) -> Recipe:
+    """torchtitan's FSDP2 recipe: fp32 sharded state, bf16 compute, eager fp32 loss."""
+    what = ("Float8 linears (torchao), " if float8 else "") + (
+        "torch.compile per block" if compile_ else "no compile"
+    )
+    return Recipe(
+        f"torchtitan-{'float8' if float8 else 'bf16'}{'-compile' if compile_ else ''}",
+        f"torchtitan FSDP2, bf16 parameters / fp32 reduce, {what}, {TORCH}",
+        "torchtitan train_configs (mixed_precision_param bfloat16, mixed_precision_reduce"
+        " float32, loss cross_entropy on logits.float()); state as in fsdp2",
+        (
+            Buffer("fp32 sharded parameters", 4, True),
+            Buffer("fp32 sharded gradients", 4, True),
+            *_adam(True, master=False),
+        ),
+        precision="fp8" if float8 else "bf16",
+        zero_stage=3,
+        stack="pytorch",
+        loss="eager",
+        elementwise="fused" if compile_ else "eager",
+    )
+
+
 _RECIPE_LIST = (
-    Recipe(
-        "zero-paper",
-        "ZeRO paper (Rajbhandari et al. 2020), fp16 mixed-precision Adam, no sharding",
-        "arXiv 1910.02054, Section 3.1: 2Ψ + 2Ψ + KΨ with K = 12",
-        (Buffer("fp16 parameters", 2, False), Buffer("fp16 gradients", 2, False), *_adam(False)),
-    ),
+    _zero_paper(0),
     # [start:megatron-recipes]
     Recipe(
         "megatron-bf16",
@@ -83,6 +168,7 @@ _RECIPE_LIST = (
         f"Megatron-Core bf16 with --use-distributed-optimizer, {MEGATRON}",
         "docs/user-guide/features/dist_optimizer.md:14-20 (6 + 12/d)",
         (Buffer("bf16 parameters", 2, False), Buffer("fp32 main_grad", 4, False), *_adam(True)),
+        zero_stage=1,
     ),
     Recipe(
         "megatron-fp8-distopt",
@@ -90,8 +176,36 @@ _RECIPE_LIST = (
         "megatron/training/arguments.py:2016-2018 (compute parameter kept in fp8);"
         " the fp32 main_grad and sharded fp32 master/Adam state as in megatron-bf16-distopt",
         (Buffer("fp8 parameters", 1, False), Buffer("fp32 main_grad", 4, False), *_adam(True)),
+        precision="fp8",
+        zero_stage=1,
     ),
     # [end:megatron-recipes]
+    Recipe(
+        "megatron-core-bf16",
+        f"Megatron-Core bf16 as NVIDIA's Llama 3 recipe sets it, {MEGATRON}",
+        f"{NVIDIA_LLAMA}:95-97 (--bf16 --grad-reduce-in-bf16 --cross-entropy-loss-fusion),"
+        " 126-128 (--use-distributed-optimizer, overlapped grad reduce and param gather)",
+        (Buffer("bf16 parameters", 2, False), Buffer("bf16 main_grad", 2, False), *_adam(True)),
+        zero_stage=1,
+        grad_reduce_in_fp32=False,
+    ),
+    Recipe(
+        "megatron-core-fp8",
+        f"Megatron-Core FP8 (hybrid, delayed scaling) as NVIDIA's Llama 3 recipe sets it,"
+        f" {MEGATRON}",
+        f"{NVIDIA_LLAMA}:95-97, 108-111 (--fp8-format hybrid, --fp8-amax-history-len 1024,"
+        " --fp8-param-gather: the parameter kept in fp8, with Transformer Engine's fp8"
+        " transpose for the backward GEMMs), 126-128",
+        (
+            Buffer("fp8 parameters", 1, False),
+            Buffer("fp8 parameter transposes", 1, False),
+            Buffer("bf16 main_grad", 2, False),
+            *_adam(True),
+        ),
+        precision="fp8",
+        zero_stage=1,
+        grad_reduce_in_fp32=False,
+    ),
     Recipe(
         "fsdp2",
         "FSDP2 fully_shard, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), " + TORCH,
@@ -102,7 +216,17 @@ _RECIPE_LIST = (
             Buffer("fp32 sharded gradients", 4, True),
             *_adam(True, master=False),
         ),
+        zero_stage=3,
+        stack="pytorch",
+        loss="eager",
     ),
+    _torchtitan(False, False),
+    _torchtitan(False, True),
+    _torchtitan(True, False),
+    _torchtitan(True, True),
+    _zero_paper(1),
+    _zero_paper(2),
+    _zero_paper(3),
     Recipe(
         "ddp",
         f"DistributedDataParallel, fp32 parameters (autocast for bf16 compute), {TORCH}",
@@ -130,6 +254,24 @@ _RECIPE_LIST = (
 RECIPES: dict[str, Recipe] = {r.name: r for r in _RECIPE_LIST}
 """Recipes by name; each names the framework, version and source lines it follows."""
 
+DEFAULT_RECIPE = "megatron-bf16-distopt"
+"""The recipe every planner function and command assumes unless told otherwise: Megatron-Core
+with its distributed optimizer (ZeRO-1) and its default fp32 gradient reduction."""
+
+
+def recipe_bytes_of(recipe: Recipe, shards: int) -> Fraction:
+    """Persistent bytes per parameter of *recipe* when its sharded buffers split *shards* ways.
+
+    >>> recipe_bytes_of(RECIPES["megatron-core-bf16"], 8)      # 2 + 2 + 12/8
+    Fraction(11, 2)
+    """
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    d = positive_int("shards", shards)
+    return sum(
+        (Fraction(b.nbytes, d if b.sharded else 1) for b in recipe.buffers), start=Fraction(0)
+    )
+
 
 def recipe_bytes(recipe: str, *, dp_size: int = 1) -> Fraction:
     """Persistent model-state bytes per parameter on one GPU under *recipe*.
@@ -148,7 +290,7 @@ def recipe_bytes(recipe: str, *, dp_size: int = 1) -> Fraction:
     Traceback (most recent call last):
     ...
     ValueError: recipe must be one of 'zero-paper', 'megatron-bf16', 'megatron-bf16-distopt', \
-'megatron-fp8-distopt', 'fsdp2', 'ddp', 'ddp-bucket-view'; got 'apex-o2'
+'megatron-fp8-distopt', ... (16 in all); got 'apex-o2'
 
     Raises ``ValueError`` for an unknown *recipe* or *dp_size* below 1.
     """

@@ -25,14 +25,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
-from infralens._validate import positive_int
+from infralens._validate import check_choice, positive_int
+from infralens.hardware import SYSTEMS
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan, enumerate_plans
+from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.step import Estimate, estimate
 from infralens.topology import Cluster
 
-__all__ = ["MAX_SEARCH", "RankedPlan", "rank_plans", "render", "search_size"]
+__all__ = [
+    "MAX_SEARCH",
+    "TELLS_APART",
+    "RankedPlan",
+    "plan_yaml",
+    "rank_plans",
+    "render",
+    "search_size",
+]
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,7 @@ class RankedPlan:
     zero_stage: int
     recompute: str
     estimate: Estimate
+    recipe: str = ""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -118,6 +129,7 @@ def rank_plans(
     micro_batch_size: int = 1,
     top: int = 10,
     max_cp: int = 8,
+    recipe: str | None = None,
 ) -> list[RankedPlan]:
     """The *top* fastest feasible plans, fastest first.
 
@@ -125,10 +137,19 @@ def rank_plans(
     and kv_heads by tp, the sequence by cp, the batch into micro-batches per
     replica, and the busiest GPU fits its HBM.
 
-    Raises ``ValueError`` when no plan is feasible, a size is below 1, or the
-    search is larger than :data:`MAX_SEARCH` (see :func:`search_size`).
+    Each plan is priced under *recipe*, or, left out, under the default recipe
+    (:data:`~infralens.precision.DEFAULT_RECIPE`, ZeRO-1) and FSDP2 (``fsdp2``, ZeRO-3);
+    each row names the recipe it was priced with.
+
+    Raises ``ValueError`` when no plan is feasible, a size is below 1, the recipe is
+    unknown, or the search is larger than :data:`MAX_SEARCH` (see :func:`search_size`).
     """
     m = _model(model)
+    recipes = (
+        (DEFAULT_RECIPE, "fsdp2")
+        if recipe is None
+        else (check_choice("recipe", recipe, tuple(RECIPES)),)
+    )
     n = positive_int("top", top)
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
@@ -150,19 +171,20 @@ def rank_plans(
     for plan in _candidates(m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp):
         best: RankedPlan | None = None
         for schedule, chunks in _options(m, plan.pp):
-            for zero in (1, 3):
+            for name in recipes:
+                zero = RECIPES[name].zero_stage
                 for recompute in ("selective", "full"):
                     try:
                         e = estimate(
                             m, plan, cluster, seq_len=seq_len,
                             global_batch_size=global_batch_size,
                             micro_batch_size=micro_batch_size, recompute=recompute,
-                            schedule=schedule, chunks=chunks, zero_stage=zero,
+                            schedule=schedule, chunks=chunks, recipe=name,
                         )  # fmt: skip
                     except ValueError:
                         continue
                     if best is None or e.seconds < best.estimate.seconds:
-                        best = RankedPlan(plan, schedule, chunks, zero, recompute, e)
+                        best = RankedPlan(plan, schedule, chunks, zero, recompute, e, name)
                     break  # full recomputation is only worth trying when selective fails
         if best is not None:
             found.append(best)
@@ -172,21 +194,84 @@ def rank_plans(
     return found[:n]
 
 
+TELLS_APART = 0.14
+"""Step times closer than this fraction are not told apart. Over the published runs the
+step model is checked against (tests/data/training_runs.csv, the validation page) its
+error e runs from +15 % to +64 %; between its quartiles (1 + e75) / (1 + e25) = 1.14, so
+a 14 % faster prediction can be the same speed measured."""
+
+
 @typed
 def render(ranked: list[RankedPlan]) -> str:
-    """The ranking as a Markdown table."""
+    """The ranking as a Markdown table, each row naming its recipe; a schedule is shown only
+    where there is a pipeline, and a note says which rows are within :data:`TELLS_APART`
+    of the fastest."""
     lines = [
-        "| # | tp | cp | pp | dp | schedule | ZeRO | recompute | step (s) | tokens/s/GPU "
-        "| MFU | GB/GPU | bound by |",
-        "| ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+        "| # | tp | cp | pp | dp | schedule | recipe | ZeRO | recompute | step (s) "
+        "| tokens/s/GPU | MFU | GB/GPU | bound by |",
+        "| ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | --- | ---: | ---: | ---: "
+        "| ---: | --- |",
     ]
     for i, r in enumerate(ranked, start=1):
         e, p = r.estimate, r.plan
         sched = r.schedule if r.chunks == 1 else f"{r.schedule} v={r.chunks}"
-        mem = "–" if e.memory_bytes is None else f"{e.memory_bytes / 1e9:.1f}"
+        sched = sched if p.pp > 1 else "–"
         lines.append(
-            f"| {i} | {p.tp} | {p.cp} | {p.pp} | {p.dp} | {sched} | {r.zero_stage} | "
-            f"{r.recompute} | {e.seconds:.2f} | {e.tokens_per_second_per_gpu:,.0f} | "
-            f"{e.mfu:.1%} | {mem} | {e.bottleneck} |"
+            f"| {i} | {p.tp} | {p.cp} | {p.pp} | {p.dp} | {sched} | {r.recipe or '–'} | "
+            f"{r.zero_stage} | {r.recompute} | {e.seconds:.2f} | "
+            f"{e.tokens_per_second_per_gpu:,.0f} | {e.mfu:.1%} | {e.memory_bytes / 1e9:.1f} | "
+            f"{e.bottleneck} |"
+        )
+    close = [i for i, r in enumerate(ranked[1:], start=2)
+             if r.estimate.seconds <= ranked[0].estimate.seconds * (1 + TELLS_APART)]  # fmt: skip
+    if close:
+        lines.append(
+            f"\nRows 1–{close[-1]} are within {TELLS_APART:.0%} of each other: closer than the "
+            "step model can tell apart; measure before choosing among them."
         )
     return "\n".join(lines)
+
+
+@typed
+def plan_yaml(row: RankedPlan, model: str, system: str, seq_len: int, global_batch: int,
+              micro_batch: int) -> str:  # fmt: skip
+    """A ranked row as a plan file that ``plan`` and ``memory`` read and price as ``rank`` did.
+
+    The recipe, schedule, chunks and recomputation are the row's, so ``plan`` and
+    ``memory`` price it as ``rank`` did.
+
+    >>> from infralens.topology import Cluster
+    >>> row = rank_plans("llama3-8b", Cluster.from_node_shape("1_node_x_8_gpus"), seq_len=8192,
+    ...                  global_batch_size=16, top=1)[0]
+    >>> print(plan_yaml(row, "llama3-8b", "dgx-h100", 8192, 16, 1).splitlines()[0])
+    world_size: 8
+    >>> plan_yaml(row, "llama3-8b", "dgx-z", 8192, 16, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: system must be one of 'dgx-a100', 'dgx-h100', ...; got 'dgx-z'
+    """
+    p = row.plan
+    nodes = max(
+        1, p.world_size // SYSTEMS[check_choice("system", system, tuple(SYSTEMS))].gpus_per_node
+    )
+    per_node = p.world_size // nodes
+    lines = [
+        f"world_size: {p.world_size}",
+        f"node_shape: {nodes}_nodes_x_{per_node}_gpus",
+        f"cluster: {system}",
+        "parallelism:",
+        *(f"  {axis}_size: {getattr(p, axis)}" for axis in ("tp", "cp", "pp", "dp")),
+        f"  order: {p.order}",
+        "training:",
+        f"  model: {model}",
+        f"  seq_len: {seq_len}",
+        f"  micro_batch_size: {micro_batch}",
+        f"  global_batch_size: {global_batch}",
+        f"  recipe: {row.recipe}",
+        f"  zero_stage: {row.zero_stage}",
+        f"  recompute: {row.recompute}",
+        "  sequence_parallel: true",
+        f"  schedule: {row.schedule}",
+        f"  chunks: {row.chunks}",
+    ]
+    return "\n".join(lines) + "\n"

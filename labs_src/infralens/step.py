@@ -57,6 +57,7 @@ plan and a cluster. Every term is a model of what a named framework does:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
 from infralens import _step_checks as checks
 from infralens import _step_terms as comm
@@ -75,7 +76,10 @@ from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.pipeline import bubble_fraction
 from infralens.plan import AXES, ParallelPlan
+from infralens.precision import Recipe
 from infralens.topology import Cluster
+
+T = TypeVar("T")
 
 __all__ = ["SCHEDULES", "Breakdown", "Estimate", "estimate", "group_of"]
 
@@ -125,7 +129,7 @@ class Estimate:
     tokens_per_second_per_gpu: float
     microbatches: int
     breakdown: Breakdown
-    memory_bytes: int | None
+    memory_bytes: int
 
     def __post_init__(self) -> None:
         """Check what the quantities mean: 0 < MFU <= HFU <= 1, a positive finite step."""
@@ -141,6 +145,7 @@ class Estimate:
         return max(self.breakdown.items(), key=lambda kv: kv[1])[0]
 
     gpus: int
+    recipe: str = ""
 
     def days(self, tokens: int) -> float:
         """Days to train on *tokens* tokens at this throughput on ``gpus`` GPUs.
@@ -149,6 +154,10 @@ class Estimate:
         """
         t = positive_int("tokens", tokens)
         return t / (self.tokens_per_second_per_gpu * self.gpus) / 86400
+
+
+def _given(value: T | None, default: T) -> T:
+    return default if value is None else value
 
 
 @typed
@@ -176,14 +185,17 @@ def estimate(
     recompute: str = "selective",
     schedule: str = "1f1b",
     chunks: int = 1,
-    zero_stage: int = 1,
+    zero_stage: int | None = None,
     attention: str = "flash2",
     overlap_grad_reduce: bool = True,
-    grad_reduce_in_fp32: bool = True,
+    grad_reduce_in_fp32: bool | None = None,
     scatter_gather_p2p: bool = False,
-    elementwise: str = "fused",
+    elementwise: str | None = None,
     check_memory: bool = True,
     uneven_stages: bool = False,
+    recipe: str | Recipe | None = None,
+    first_stage_layers: int | None = None,
+    last_stage_layers: int | None = None,
 ) -> Estimate:
     """Predict one training step of *model* on *plan* and *cluster* (see the module text).
 
@@ -193,6 +205,16 @@ def estimate(
 
     The attention term of MFU is the half a causal mask leaves (PaLM counts
     12·L·h·s, which credits FLOPs FlashAttention skips: above 100 % at 128K).
+
+    *recipe* (a :data:`infralens.precision.RECIPES` name or a
+    :class:`~infralens.precision.Recipe`) sets the ZeRO stage, the gradient-reduction
+    dtype, the element-wise kernels and the memory count
+    (:func:`infralens.fit.gpu_memory`); left out, a bare *zero_stage* picks the recipe
+    it always stood for, and with neither the default
+    (:data:`~infralens.precision.DEFAULT_RECIPE`) applies. *grad_reduce_in_fp32* and
+    *elementwise*, when given, override the recipe's. *first_stage_layers* and
+    *last_stage_layers* are Megatron-Core's uneven first and last stages: compute,
+    bubble and memory follow the busiest stage.
 
     >>> from infralens.topology import Cluster
     >>> c = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
@@ -223,10 +245,12 @@ def estimate(
     """
     m = _model(model)
     v = positive_int("chunks", chunks)
-    # Every stage chunk holds whole layers (the same number unless *uneven_stages*) and
-    # every TP rank whole heads: else nothing is priced.
+    r, zero_stage = checks.resolve_recipe(recipe, zero_stage)
+    # Every stage chunk holds whole layers (the same number unless *uneven_stages* or
+    # first/last stage layers say otherwise) and every TP rank whole heads.
     uneven = flag("uneven_stages", uneven_stages)
-    busiest = checks.busiest_stage(m, plan, cluster, chunks=v, uneven=uneven)
+    busiest = checks.busiest_stage(m, plan, cluster, chunks=v, uneven=uneven,
+                                   first=first_stage_layers, last=last_stage_layers)  # fmt: skip
     s = positive_int("seq_len", seq_len)
     b = positive_int("micro_batch_size", micro_batch_size)
     mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
@@ -234,9 +258,9 @@ def estimate(
     sp = flag("sequence_parallel", sequence_parallel)
     check_mem = flag("check_memory", check_memory)
     overlap = flag("overlap_grad_reduce", overlap_grad_reduce)
-    fp32_grads = flag("grad_reduce_in_fp32", grad_reduce_in_fp32)
+    fp32_grads = flag("grad_reduce_in_fp32", _given(grad_reduce_in_fp32, r.grad_reduce_in_fp32))
     scatter = flag("scatter_gather_p2p", scatter_gather_p2p)
-    kernels = check_choice("elementwise", elementwise, ELEMENTWISE_KERNELS)
+    kernels = check_choice("elementwise", _given(elementwise, r.elementwise), ELEMENTWISE_KERNELS)
     checks.stack_options(zero_stage, elementwise=kernels, overlap_grad_reduce=overlap)
     if s % plan.cp:
         raise ValueError(f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}")
@@ -248,8 +272,9 @@ def estimate(
     matmul_ceiling(gpu_key)  # a GPU without a measured (or stand-in) ceiling stops here
     gpu = cluster.system.gpu
     memory = checks.fitted_memory(
-        busiest, plan, gpu_key, gpu, zero_stage=zero_stage, recompute=mode, seq_len=s,
-        micro_batch_size=b, sequence_parallel=sp, check=check_mem,
+        busiest if uneven else m, plan, gpu_key, gpu, recipe=r, recompute=mode, seq_len=s,
+        micro_batch_size=b, sequence_parallel=sp, check=check_mem, microbatches=n_mb,
+        chunks=v, first=first_stage_layers, last=last_stage_layers,
     )  # fmt: skip
 
     # [start:compute]
@@ -337,6 +362,7 @@ def estimate(
             breakdown=parts,
             memory_bytes=memory,
             gpus=world,
+            recipe=r.name,
         )
     except (ValueError, TypeError) as err:
         raise checks.invariant_broken(err) from None

@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from infralens._step_checks import RECIPE
 from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, describe, positive_int
 from infralens.fit import HBM_BYTES
-from infralens.memory import RECOMPUTE, bytes_per_parameter
+from infralens.memory import RECOMPUTE
 from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
+from infralens.precision import RECIPES, Recipe
 from infralens.step import Estimate
 from infralens.zero import STAGES
 
@@ -33,14 +35,7 @@ __all__ = [
     "worksheet_tables",
 ]
 
-RECIPE_STAGE = {
-    "megatron-bf16": 0,
-    "megatron-bf16-distopt": 1,
-    "megatron-fp8-distopt": 1,
-    "fsdp2": 3,
-    "ddp": 0,
-    "ddp-bucket-view": 0,
-}
+RECIPE_STAGE = {name: r.zero_stage for name, r in RECIPES.items() if name != "zero-paper"}
 """The ZeRO stage whose collectives each recipe runs; ``zero-paper`` takes any stage."""
 
 REASONS = {
@@ -79,12 +74,22 @@ class Workload:
     recompute: str = "selective"
     sequence_parallel: bool = True
     bytes_per_element: int = 2
-    recipe: str = "zero-paper"
+    recipe: str = ""
     gpu: str = "h100-sxm5-80gb"
     model: str = ""
     schedule: str = "1f1b"
     chunks: int = 1
-    token_budget: int = 2 * 10**12
+    token_budget: int | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+
+    def resolved_recipe(self) -> Recipe:
+        """The recipe memory and the step are counted for: ``recipe``, ``zero-paper`` at
+        ``zero_stage`` (``zero-paper-1`` …), or, left empty, the one ``zero_stage`` stands
+        for in :func:`infralens.step.estimate` (stage 1: the default recipe)."""
+        if self.recipe == "zero-paper" and self.zero_stage:
+            return RECIPES[f"zero-paper-{self.zero_stage}"]
+        return RECIPES[self.recipe or RECIPE[self.zero_stage]]
 
     def config(self) -> TransformerConfig:
         """The model the step is priced for: the ``model`` field's preset, else the preset whose
@@ -114,16 +119,19 @@ class Workload:
             "global_batch_size",
             "bytes_per_element",
             "chunks",
-            "token_budget",
         ):
             positive_int(name, getattr(self, name))
+        for name in ("token_budget", "first_stage_layers", "last_stage_layers"):
+            if getattr(self, name) is not None:
+                positive_int(name, getattr(self, name))
         if type(self.zero_stage) is not int or self.zero_stage not in STAGES:
             raise ValueError(
                 f"zero_stage must be one of 0, 1, 2, 3; got {describe(self.zero_stage)}"
             )
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("gpu", self.gpu, tuple(HBM_BYTES))
-        bytes_per_parameter(self.recipe)  # validates the name
+        if self.recipe:
+            check_choice("recipe", self.recipe, tuple(RECIPES))
         # The step is priced for config(): its parameter count must be this one (1 %).
         counted = self.config().num_params()
         if abs(counted - self.num_params) > self.num_params // 100:
@@ -180,17 +188,17 @@ class Worksheet:
     microbatches: int
     bubble_fraction: Fraction
     bottleneck: str
-    recipe: str = "zero-paper"
+    recipe: str = ""
     capacity_bytes: int = HBM_BYTES["h100-sxm5-80gb"]
     step: Estimate | None = None
-    token_budget: int = 2 * 10**12
+    token_budget: int | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)
 
     @property
     def memory_bytes(self) -> int:
-        """Model states plus activations per GPU (no buffers or fragmentation)."""
+        """Model states plus activations per GPU (no CUDA context, NCCL or fragmentation)."""
         return self.model_state_bytes + self.activation_bytes
 
     @property
