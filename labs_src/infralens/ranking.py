@@ -151,15 +151,7 @@ def rank_plans(
         else (check_choice("recipe", recipe, tuple(RECIPES)),)
     )
     n = positive_int("top", top)
-    if not isinstance(cluster, Cluster):
-        raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
-    for name, value in (
-        ("seq_len", seq_len),
-        ("global_batch_size", global_batch_size),
-        ("micro_batch_size", micro_batch_size),
-        ("max_cp", max_cp),
-    ):
-        positive_int(name, value)
+    # search_size checks the cluster and every size before it counts anything
     size = search_size(m, cluster, seq_len=seq_len, global_batch_size=global_batch_size,
                        micro_batch_size=micro_batch_size, max_cp=max_cp)  # fmt: skip
     if size > MAX_SEARCH:
