@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from infralens._validate import check_choice, describe, divisible, nonnegative_number, positive_int
 from infralens.fit import gpu_memory, shortfall
-from infralens.hardware import GPU
+from infralens.hardware import GPU, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.pipeline_memory import stage_layers
 from infralens.plan import ParallelPlan
@@ -179,3 +179,23 @@ def check_step(
 def invariant_broken(err: Exception) -> RuntimeError:
     """The error a priced step that breaks its meaning raises: a bug, not bad input."""
     return RuntimeError(f"estimate broke an invariant: {err}")
+
+
+def amax_group(plan: ParallelPlan) -> list[int]:
+    """The ranks of pipeline stage 0 that share rank 0's TP × DP × CP group (Megatron-Core's
+    amax-reduction group, ``parallel_state.get_amax_reduction_group``)."""
+    return sorted(
+        plan.rank(tp=i, cp=j, dp=k)
+        for i in range(plan.tp)
+        for j in range(plan.cp)
+        for k in range(plan.dp)
+    )
+
+
+def precision_runs(recipe: Recipe, gpu: GPU, gpu_key: str) -> None:
+    """Refuse an FP8 recipe on a GPU that cannot run it: no measured FP8 ceiling, or
+    MXFP8 (Blackwell's block scaling) on an earlier part."""
+    if recipe.scaling == "mxfp8" and gpu.arch != "blackwell":
+        raise ValueError(f"recipe {recipe.name!r} needs a Blackwell GPU, got {gpu.name}")
+    if recipe.precision == "fp8":
+        matmul_ceiling(gpu_key, "fp8")

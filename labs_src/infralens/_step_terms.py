@@ -11,6 +11,7 @@ from __future__ import annotations
 from infralens.attention_kernels import attention_seconds
 from infralens.compute import gemm_flops_per_token
 from infralens.elementwise import elementwise_bytes
+from infralens.fp8 import amax_bytes, fp8_gemm_flops_per_token, quantize_bytes
 from infralens.hardware import GPUS, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.nccl import predict
@@ -42,16 +43,28 @@ def microbatch_compute(
     stack: str,
     kernel: str,
     elementwise: str,
+    scaling: str = "none",
 ) -> tuple[float, float]:
     """(all compute, attention alone) of one micro-batch of *tokens* on one GPU.
 
-    The weight GEMMs run at the GPU's matmul ceiling, attention at its
+    The weight GEMMs run at the GPU's BF16 matmul ceiling, attention at its
     kernel's (its own traffic included), and element-wise kernels (norms,
     activations, residuals) move :func:`infralens.elementwise.elementwise_bytes`
-    at HBM bandwidth, fused or *elementwise* ``"eager"``.
+    at HBM bandwidth, fused or *elementwise* ``"eager"``. With an FP8 *scaling*
+    the blocks' GEMMs run at the FP8 ceiling and their quantisation kernels
+    (:func:`infralens.fp8.quantize_bytes`) join the element-wise bytes.
     """
     shards = tp * cp * pp
     gemm = gemm_flops_per_token(m, recompute=recompute, stack=stack) * tokens / shards
+    gemm_s = gemm / matmul_ceiling(gpu_key)
+    quantize = 0
+    if scaling != "none":  # block GEMMs in FP8, the output layer in BF16
+        fp8 = fp8_gemm_flops_per_token(m, recompute=recompute, stack=stack) * tokens / shards
+        gemm_s = (gemm - fp8) / matmul_ceiling(gpu_key) + fp8 / matmul_ceiling(gpu_key, "fp8")
+        quantize = quantize_bytes(
+            m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len, scaling=scaling,
+            tp=tp, stack=stack, recompute=recompute,
+        )  # fmt: skip
     attn = attention_seconds(m, seq_len=seq_len, tokens=tokens / shards, gpu=gpu_key,
                              recompute=recompute, kernel=kernel)  # fmt: skip
     moved = elementwise_bytes(
@@ -59,8 +72,8 @@ def microbatch_compute(
         recompute=recompute, tp=tp, sequence_parallel=sequence_parallel and tp > 1,
         materialized=kernel == "materialized",
     )  # fmt: skip
-    elementwise_s = moved * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
-    return gemm / matmul_ceiling(gpu_key) + attn + elementwise_s, attn
+    elementwise_s = (moved + quantize) * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
+    return gemm_s + attn + elementwise_s, attn
 
 
 def tensor_parallel(
@@ -123,28 +136,31 @@ def data_parallel(
     microbatches: int,
     overlap_grad_reduce: bool,
     grad_bytes: int,
+    gather_bytes: int = BF16,
 ) -> float:
     """Exposed DP or FSDP communication of one step (see :mod:`infralens.step`).
 
-    FSDP (``zero_stage`` 3): per layer a bf16 all-gather forward and backward
+    FSDP (``zero_stage`` 3): per layer an all-gather of *gather_bytes* per element
+    (2, or 1 for FP8 parameters) forward and backward
     and a reduce-scatter of *grad_bytes* per element, each hidden behind the
     layer's compute when shorter, plus the first layer's gather.
     DDP and the distributed optimizer: the gradient reduction runs under the
     last micro-batch's backward except the last bucket when
     *overlap_grad_reduce*, and whole after it otherwise; ZeRO stages 1-2
-    all-gather the bf16 parameters behind the next forward the same way.
+    all-gather the parameters (*gather_bytes* each) behind the next forward the same way.
     """
     if len(group) < 2:
         return 0.0
     if zero_stage == 3:
         per_layer = int(local_params / layers) if layers else 0
-        comm = 2 * seconds("all_gather", per_layer * BF16, cluster, group)
+        comm = 2 * seconds("all_gather", per_layer * gather_bytes, cluster, group)
         comm += seconds("reduce_scatter", per_layer * grad_bytes, cluster, group)
-        first = seconds("all_gather", per_layer * BF16, cluster, group)
+        first = seconds("all_gather", per_layer * gather_bytes, cluster, group)
         return (max(0.0, comm - t_microbatch / layers) * layers + first) * microbatches
     op = "all_reduce" if zero_stage == 0 else "reduce_scatter"
     grads = seconds(op, int(local_params * grad_bytes), cluster, group)
-    gather = seconds("all_gather", int(local_params * BF16), cluster, group) if zero_stage else 0.0
+    gather = seconds("all_gather", int(local_params * gather_bytes), cluster, group)
+    gather = gather if zero_stage else 0.0
     if not overlap_grad_reduce:
         return grads + gather
     last = min(1.0, max(DP_BUCKET_PARAMS, 10**6 * len(group)) / local_params)
@@ -152,3 +168,11 @@ def data_parallel(
     if zero_stage:
         exposed += max(gather - t_microbatch / 3, gather * last)
     return exposed
+
+
+def amax_reduction(cluster: Cluster, group: list[int], *, chunk_layers: int, chunks: int) -> float:
+    """Delayed FP8 scaling's blocking amax all-reduces of one step: one when each chunk's
+    forward leaves ``fp8_autocast`` and one in its backward, over *group* (TP × DP × CP)."""
+    forward = seconds("all_reduce", amax_bytes(chunk_layers), cluster, group)
+    backward = seconds("all_reduce", amax_bytes(chunk_layers, backward=True), cluster, group)
+    return chunks * (forward + backward)

@@ -268,6 +268,6 @@ def render_markdown(sheet: Worksheet) -> str:
         lines += [
             "",
             f"Step {e.seconds:.2f} s, {e.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
-            f"MFU {e.mfu:.1%} (dense peak){budget}.",
+            f"MFU {e.mfu:.1%} (dense {e.precision.upper()} peak){budget}.",
         ]
     return "\n".join(lines)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, divisible, positive_int
+from infralens.fp8 import saved_activation_change, state_bytes
 from infralens.fsdp import Unit
 from infralens.fsdp_memory import gradient_buffer_peak
 from infralens.hardware import GPUS
@@ -104,6 +105,9 @@ def _stage(
     params += edge // t
     # model states = bytes per parameter (d = dp·cp) × parameters this GPU owns
     states = recipe_bytes_of(r, plan.dp * plan.cp) * params
+    if r.precision == "fp8":  # amax history, MXFP8 scales of the cached weight copies
+        states += state_bytes(m, scaling=r.scaling, amax_history=r.amax_history, tp=t,
+                              layers=layers)  # fmt: skip
     fsdp = r.zero_stage == 3 and r.stack == "pytorch"
     gathered = r.gather_bytes * (edge // t + 2 * m.layer_params() // t) if fsdp else 0
     buffers = 0
@@ -188,6 +192,11 @@ def gpu_memory(
         m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, tp=plan.tp,
         sequence_parallel=sequence_parallel, recompute=recompute, attention=attention, stack=who,
     )  # fmt: skip
+    if r.precision == "fp8":  # Transformer Engine saves the linears' inputs in FP8
+        act += saved_activation_change(
+            m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, scaling=r.scaling,
+            tp=plan.tp, sequence_parallel=sequence_parallel, stack=who, recompute=recompute,
+        )  # fmt: skip
     logits = logits_bytes(m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, tp=plan.tp)
     logits *= 3 if r.loss == "eager" else 1  # PyTorch's backward: two more fp32 logit tensors
     stages = []

@@ -148,28 +148,46 @@ MAMF_BF16: dict[str, int] = {
 """Measured BF16 matmul ceilings in FLOP/s, by :data:`GPUS` key: the *maximum achievable
 matmul FLOPS* over a sweep of shapes, not a datasheet figure."""
 
+MAMF_FP8: dict[str, int] = {
+    # the same table, FP8 (float8_e4m3fn) inputs; the A100 has no FP8 tensor cores:
+    "h100-sxm5-80gb": 1_402_600 * 10**9,  # NVIDIA H100 SXM 1402.6 (torch 2.7.0+cu126)
+    "h200-sxm-141gb": 1_453_400 * 10**9,  # NVIDIA H200 SXM 1453.4 (torch 2.7.1+cu128)
+}
+"""Measured FP8 matmul ceilings in FLOP/s, by :data:`GPUS` key (70.9 % and 73.4 % of the
+1,979 TFLOP/s dense peak: quantised GEMMs reach less of their peak than BF16 ones do)."""
+
 CEILING_STAND_IN: dict[str, str] = {"h100-hbm2e-96gb": "h100-sxm5-80gb"}
 """GPUs with no published ceiling, by :data:`GPUS` key, and the measured part whose matmul
 and attention ceilings are used for them. The 500 W HBM2e H100 is the SXM H100's die held
 to a lower power limit, so its clocks, and every ceiling, can only be lower: an upper bound."""
 
 
-def matmul_ceiling(gpu: str) -> int:
-    """The BF16 matmul ceiling in FLOP/s that prices GEMMs on preset *gpu*.
+def matmul_ceiling(gpu: str, precision: str = "bf16") -> int:
+    """The matmul ceiling in FLOP/s that prices *precision* GEMMs on preset *gpu*.
 
-    MAMF_BF16[gpu], or that of its :data:`CEILING_STAND_IN` part.
+    MAMF_BF16[gpu] or MAMF_FP8[gpu], or that of its :data:`CEILING_STAND_IN` part.
 
     >>> matmul_ceiling("h100-hbm2e-96gb") == MAMF_BF16["h100-sxm5-80gb"]
     True
+    >>> round(matmul_ceiling("h100-sxm5-80gb", "fp8") / matmul_ceiling("h100-sxm5-80gb"), 2)
+    1.77
+    >>> matmul_ceiling("a100-sxm4-80gb", "fp8")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: gpu must be one of 'h100-sxm5-80gb', ...; got 'a100-sxm4-80gb'
     >>> matmul_ceiling("b200-gb200")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: gpu must be one of 'a100-sxm4-80gb', ...; got 'b200-gb200'
 
-    Raises ``ValueError`` for a GPU with neither a measurement nor a stand-in.
+    Raises ``ValueError`` for an unknown *precision* or a GPU with neither a measurement
+    nor a stand-in at that precision.
     """
-    key = check_choice("gpu", gpu, (*MAMF_BF16, *CEILING_STAND_IN))
-    return MAMF_BF16[CEILING_STAND_IN.get(key, key)]
+    fp8 = check_choice("precision", precision, ("bf16", "fp8")) == "fp8"
+    table = MAMF_FP8 if fp8 else MAMF_BF16
+    stand_in = {k: v for k, v in CEILING_STAND_IN.items() if v in table}
+    key = check_choice("gpu", gpu, (*table, *stand_in))
+    return table[stand_in.get(key, key)]
 
 
 @dataclass(frozen=True)

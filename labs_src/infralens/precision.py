@@ -37,10 +37,16 @@ from fractions import Fraction
 from infralens._typecheck import check_fields
 from infralens._validate import check_choice, positive_int
 
+SCALINGS = ("delayed", "current", "mxfp8")
+"""Transformer Engine's FP8 recipes an FP8 recipe names: ``DelayedScaling`` (scale from an
+amax history), ``Float8CurrentScaling`` (torchao's dynamic tensor-wise scaling is the same)
+and ``MXFP8BlockScaling`` (one E8M0 scale per 32 elements, Blackwell)."""
+
 __all__ = [
     "DEFAULT_RECIPE",
     "PRECISIONS",
     "RECIPES",
+    "SCALINGS",
     "Buffer",
     "Recipe",
     "recipe_bytes",
@@ -80,7 +86,9 @@ class Recipe:
     probabilities kept, gradients written in place) or ``"eager"`` (PyTorch's
     ``cross_entropy`` on fp32 logits: two more fp32 logit-sized tensors in its backward),
     ``elementwise`` the element-wise kernels (:data:`infralens.elementwise.ELEMENTWISE_KERNELS`)
-    and ``grad_reduce_in_fp32`` the gradient-reduction dtype.
+    and ``grad_reduce_in_fp32`` the gradient-reduction dtype. An FP8 recipe names its
+    ``scaling`` (:data:`infralens.fp8.SCALINGS`) and, for delayed scaling, the
+    ``amax_history`` length.
     """
 
     name: str
@@ -94,10 +102,17 @@ class Recipe:
     loss: str = "fused"
     elementwise: str = "fused"
     grad_reduce_in_fp32: bool = True
+    scaling: str = "none"
+    amax_history: int = 0
 
     def __post_init__(self) -> None:
         check_fields(self)
         check_choice("precision", self.precision, PRECISIONS)
+        fp8 = self.precision == "fp8"
+        check_choice("scaling", self.scaling, SCALINGS if fp8 else ("none",))
+        if self.amax_history < 0 or (self.amax_history and self.scaling != "delayed"):
+            raise ValueError(f"amax_history must be >= 0, and 0 unless scaling is 'delayed'; "
+                             f"got {self.amax_history}")  # fmt: skip
         check_choice("stack", self.stack, ("megatron", "pytorch"))
         check_choice("loss", self.loss, ("fused", "eager"))
         check_choice("elementwise", self.elementwise, ("fused", "eager"))
@@ -146,6 +161,7 @@ def _torchtitan(float8: bool, compile_: bool) -> Recipe:
             *_adam(True, master=False),
         ),
         precision="fp8" if float8 else "bf16",
+        scaling="current" if float8 else "none",
         zero_stage=3,
         stack="pytorch",
         loss="eager",
@@ -178,6 +194,9 @@ _RECIPE_LIST = (
         (Buffer("fp8 parameters", 1, False), Buffer("fp32 main_grad", 4, False), *_adam(True)),
         precision="fp8",
         zero_stage=1,
+        gather_bytes=1,
+        scaling="delayed",
+        amax_history=1,
     ),
     # [end:megatron-recipes]
     Recipe(
@@ -205,6 +224,26 @@ _RECIPE_LIST = (
         precision="fp8",
         zero_stage=1,
         grad_reduce_in_fp32=False,
+        gather_bytes=1,
+        scaling="delayed",
+        amax_history=1024,
+    ),
+    Recipe(
+        "megatron-core-mxfp8",
+        f"Megatron-Core MXFP8 (Blackwell), Llama 3 recipe otherwise, {MEGATRON}",
+        "megatron/core/transformer/transformer_config.py:594-599 (--fp8-recipe mxfp8);"
+        " Transformer Engine linear.py:1887-1899 at d0067d0 (is_first_microbatch caches the"
+        " quantised weight, row- and column-wise, for the step's micro-batches)",
+        (
+            Buffer("bf16 parameters", 2, False),
+            Buffer("cached MXFP8 weights and transposes", 2, False),
+            Buffer("bf16 main_grad", 2, False),
+            *_adam(True),
+        ),
+        precision="fp8",
+        zero_stage=1,
+        grad_reduce_in_fp32=False,
+        scaling="mxfp8",
     ),
     Recipe(
         "fsdp2",
@@ -290,7 +329,7 @@ def recipe_bytes(recipe: str, *, dp_size: int = 1) -> Fraction:
     Traceback (most recent call last):
     ...
     ValueError: recipe must be one of 'zero-paper', 'megatron-bf16', 'megatron-bf16-distopt', \
-'megatron-fp8-distopt', ... (16 in all); got 'apex-o2'
+'megatron-fp8-distopt', ... (17 in all); got 'apex-o2'
 
     Raises ``ValueError`` for an unknown *recipe* or *dp_size* below 1.
     """

@@ -12,6 +12,9 @@ plan and a cluster. Every term is a model of what a named framework does:
   ``cudnn`` or ``materialized``), and the
   element-wise kernels' bytes at HBM bandwidth (*elementwise*: ``fused``, or
   ``eager`` for torchtitan without ``torch.compile``; :mod:`infralens.elementwise`).
+  An FP8 recipe runs the blocks' GEMMs at the measured FP8 ceiling and adds its
+  quantisation kernels' bytes, and delayed scaling its amax all-reduces
+  (:mod:`infralens.fp8`).
 - **TP** (Megatron-Core, no ``tp_comm_overlap``): per layer and
   micro-batch, two all-gathers and two reduce-scatters of the
   ``b·s/cp × h`` activation forward and again backward with sequence
@@ -71,6 +74,7 @@ from infralens.attention_kernels import ATTENTION_KERNELS, attention_flops_per_t
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import RECOMPUTE_MODES, gemm_flops_per_token, model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
+from infralens.fp8 import weight_quantize_bytes
 from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
@@ -146,6 +150,7 @@ class Estimate:
 
     gpus: int
     recipe: str = ""
+    precision: str = "bf16"  # the GEMMs' precision, whose dense peak MFU and HFU divide by
 
     def days(self, tokens: int) -> float:
         """Days to train on *tokens* tokens at this throughput on ``gpus`` GPUs.
@@ -203,7 +208,9 @@ def estimate(
     MFU  = (6N + 6·L·h·s) · tokens per step / step / GPUs / dense peak
     HFU  = (GEMM FLOPs with recomputation + attention as the kernel runs it) · ... / dense peak
 
-    The attention term of MFU is the half a causal mask leaves (PaLM counts
+    The peak is the dense one of the recipe's GEMM precision (FP8 for an FP8 recipe,
+    so MFU stays a fraction of what the tensor cores could do). The attention term of
+    MFU is the half a causal mask leaves (PaLM counts
     12·L·h·s, which credits FLOPs FlashAttention skips: above 100 % at 128K).
 
     *recipe* (a :data:`infralens.precision.RECIPES` name or a
@@ -271,6 +278,7 @@ def estimate(
     gpu_key = preset_key(cluster.system.gpu)
     matmul_ceiling(gpu_key)  # a GPU without a measured (or stand-in) ceiling stops here
     gpu = cluster.system.gpu
+    checks.precision_runs(r, gpu, gpu_key)
     memory = checks.fitted_memory(
         busiest if uneven else m, plan, gpu_key, gpu, recipe=r, recompute=mode, seq_len=s,
         micro_batch_size=b, sequence_parallel=sp, check=check_mem, microbatches=n_mb,
@@ -283,7 +291,7 @@ def estimate(
     t_mb, attn = comm.microbatch_compute(
         m, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp, pp=plan.pp,
         sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
-        elementwise=kernels,
+        elementwise=kernels, scaling=r.scaling,
     )  # fmt: skip
     # compute = m × (GEMMs at the ceiling + attention + element-wise kernels)
     compute = n_mb * t_mb
@@ -328,11 +336,20 @@ def estimate(
     dp = comm.data_parallel(
         local, cluster, group_of(plan, "dp"), zero_stage=zero_stage, layers=layers,
         t_microbatch=t_mb, microbatches=n_mb, overlap_grad_reduce=overlap,
-        grad_bytes=4 if fp32_grads else comm.BF16,
+        grad_bytes=4 if fp32_grads else comm.BF16, gather_bytes=r.gather_bytes,
     )  # fmt: skip
+    if r.scaling == "delayed":  # Transformer Engine's amax all-reduce over TP x DP x CP
+        dp += comm.amax_reduction(cluster, checks.amax_group(plan), chunks=n_mb * v,
+                                  chunk_layers=max(1, m.layers // (plan.pp * v)))  # fmt: skip
 
     shard_params = local / (plan.dp if zero_stage >= 1 else 1)
-    optimizer = shard_params * ADAM_BYTES_PER_PARAM / gpu.hbm_bytes_per_s
+    moved = shard_params * ADAM_BYTES_PER_PARAM
+    if r.precision == "fp8":  # and the block weights' casts to FP8
+        moved += weight_quantize_bytes(
+            int(local), scaling=r.scaling, stack=stack, fp8_params=r.gather_bytes == 1,
+            microbatches=n_mb,
+        )  # fmt: skip
+    optimizer = moved / gpu.hbm_bytes_per_s
     # [end:dp]
 
     # [start:clock]
@@ -351,11 +368,12 @@ def estimate(
     attn_fwd, attn_bwd = attention_flops_per_token(m, seq_len=s, recompute=mode, kernel=kernel)
     hw_flops = gemm_flops_per_token(m, recompute=mode, stack=stack) + attn_fwd + attn_bwd
     hw_rate = hw_flops * tokens / seconds / world
+    peak = gpu.fp8_flops if r.precision == "fp8" else gpu.bf16_flops  # the GEMMs' precision
     try:
         return Estimate(
             seconds=seconds,
-            mfu=model_rate / gpu.bf16_flops,
-            hfu=hw_rate / gpu.bf16_flops,
+            mfu=model_rate / peak,
+            hfu=hw_rate / peak,
             tflops_per_gpu=model_rate / 1e12,
             tokens_per_second_per_gpu=tokens / seconds / world,
             microbatches=n_mb,
@@ -363,6 +381,7 @@ def estimate(
             memory_bytes=memory,
             gpus=world,
             recipe=r.name,
+            precision=r.precision,
         )
     except (ValueError, TypeError) as err:
         raise checks.invariant_broken(err) from None

@@ -33,6 +33,7 @@ from infralens.hardware import SYSTEMS
 from infralens.megatron_formulas import megatron_flops_per_iteration
 from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
+from infralens.precision import RECIPES
 from infralens.step import estimate
 from infralens.topology import Cluster
 
@@ -75,6 +76,7 @@ class TrainingRun:
     metric: str
     published: float
     assumptions: str
+    recipe: str = ""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -134,6 +136,7 @@ def load_runs(path: str | Path) -> list[TrainingRun]:
                 check_choice("elementwise", r["elementwise"], ELEMENTWISE_KERNELS),
                 check_choice("metric", r["metric"], METRICS),
                 float(r["published"]), r["assumptions"],
+                check_choice("recipe", r["recipe"], ("", *RECIPES)),
             ))  # fmt: skip
         except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"{where}: line {line}: {str(exc)[:200]}") from None
@@ -158,6 +161,7 @@ def check_run(row: TrainingRun) -> RunCheck:
         overlap_grad_reduce=row.overlap_grad_reduce, grad_reduce_in_fp32=row.grad_reduce_in_fp32,
         scatter_gather_p2p=row.scatter_gather_p2p, elementwise=row.elementwise,
         check_memory=False, uneven_stages=row.run_id.startswith("llama3-405b"),
+        recipe=row.recipe or None,
     )  # fmt: skip
     if row.metric == "tflops_megatron":
         flops = megatron_flops_per_iteration(
