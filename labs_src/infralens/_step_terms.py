@@ -77,15 +77,26 @@ def microbatch_compute(
 
 
 def tensor_parallel(
-    act: int, cluster: Cluster, group: list[int], *, sequence_parallel: bool, passes: int
+    act: int,
+    cluster: Cluster,
+    group: list[int],
+    *,
+    sequence_parallel: bool,
+    passes: int,
+    fp8_gathers: bool = False,
 ) -> float:
     """Per layer and micro-batch: two all-gathers and two reduce-scatters of the *act*-byte
-    activation per pass with sequence parallelism, two all-reduces per pass without."""
+    activation per pass with sequence parallelism, two all-reduces per pass without.
+
+    With *fp8_gathers* the forward passes' all-gathers move FP8 (Transformer Engine
+    quantises the norm output before gathering it: ``module/layernorm_linear.py:283-312``
+    at d0067d0); the backward pass (the last of *passes* counted here) stays BF16.
+    """
     if sequence_parallel:
-        one = seconds("all_gather", act, cluster, group) + seconds(
-            "reduce_scatter", act, cluster, group
-        )
-        return 2 * one * passes
+        rs = seconds("reduce_scatter", act, cluster, group)
+        ag = seconds("all_gather", act, cluster, group)
+        forward_ag = seconds("all_gather", act // 2, cluster, group) if fp8_gathers else ag
+        return 2 * ((passes - 1) * (forward_ag + rs) + ag + rs)
     return 2 * seconds("all_reduce", act, cluster, group) * passes
 
 

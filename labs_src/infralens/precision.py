@@ -87,7 +87,7 @@ class Recipe:
     ``cross_entropy`` on fp32 logits: two more fp32 logit-sized tensors in its backward),
     ``elementwise`` the element-wise kernels (:data:`infralens.elementwise.ELEMENTWISE_KERNELS`)
     and ``grad_reduce_in_fp32`` the gradient-reduction dtype. An FP8 recipe names its
-    ``scaling`` (:data:`infralens.fp8.SCALINGS`) and, for delayed scaling, the
+    ``scaling`` (:data:`SCALINGS`) and, for delayed scaling, the
     ``amax_history`` length.
     """
 

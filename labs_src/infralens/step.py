@@ -13,8 +13,8 @@ plan and a cluster. Every term is a model of what a named framework does:
   element-wise kernels' bytes at HBM bandwidth (*elementwise*: ``fused``, or
   ``eager`` for torchtitan without ``torch.compile``; :mod:`infralens.elementwise`).
   An FP8 recipe runs the blocks' GEMMs at the measured FP8 ceiling and adds its
-  quantisation kernels' bytes, and delayed scaling its amax all-reduces
-  (:mod:`infralens.fp8`).
+  quantisation kernels' bytes; Transformer Engine gathers the forward TP inputs
+  in FP8, and delayed scaling adds its amax all-reduces (:mod:`infralens.fp8`).
 - **TP** (Megatron-Core, no ``tp_comm_overlap``): per layer and
   micro-batch, two all-gathers and two reduce-scatters of the
   ``b·s/cp × h`` activation forward and again backward with sequence
@@ -305,8 +305,9 @@ def estimate(
     tp = 0.0
     if plan.tp > 1:
         passes = 3 if mode == "full" else 2
-        tp = comm.tensor_parallel(act, cluster, tp_group, sequence_parallel=sp,
-                                  passes=passes) * layers * n_mb  # fmt: skip
+        fp8 = r.precision == "fp8" and stack == "megatron"  # forward gathers in FP8
+        tp = comm.tensor_parallel(act, cluster, tp_group, sequence_parallel=sp, passes=passes,
+                                  fp8_gathers=fp8) * layers * n_mb  # fmt: skip
 
     # CP: ring exchange of K/V (kv heads split over tp), hidden behind attention.
     cp = 0.0
