@@ -182,3 +182,31 @@ def test_one_stage_is_priced_as_one_micro_batch_of_the_whole_model() -> None:
     four, _ = _step_terms.stage_compute(m, (8, 8, 8, 8), "h100-sxm5-80gb", **price)
     assert sum(four) == pytest.approx(whole[0], rel=1e-9)
     assert four[-1] > four[0] == four[1] == four[2]
+
+
+def test_the_plan_file_takes_the_embedding_and_loss_flags(tmp_path: pytest.TempPathFactory) -> None:
+    pytest.importorskip("yaml")
+    from infralens.design import fill_worksheet
+    from infralens.plan_file import load_plan_file
+
+    text = (
+        "node_shape: 3_nodes_x_8_gpus\nworld_size: 24\n"
+        "parallelism: {tp_size: 8, pp_size: 3, dp_size: 1}\n"
+        "training:\n  model: llama3-8b\n  global_batch_size: 6\n  recompute: full\n"
+    )
+    counted = {}
+    # 33 slots on three stages: the embedding takes one of the first stage's 11.
+    for key in ("account_for_embedding: true", "first_stage_layers: 10"):
+        path = tmp_path / f"{key.split(':')[0]}.yaml"  # type: ignore[operator]
+        path.write_text(text + f"  {key}\n", encoding="utf-8")
+        plan, cluster, work = load_plan_file(path)
+        assert work is not None and work.account_for_embedding == key.endswith("true")
+        counted[key] = fill_worksheet(plan, cluster, work).memory_bytes
+    mem = gpu_memory("llama3-8b", ParallelPlan(tp=8, pp=3), seq_len=8192, micro_batch_size=1,
+                     recompute="full", sequence_parallel=True, microbatches=6,
+                     account_for_embedding=True)  # fmt: skip
+    assert counted["account_for_embedding: true"] == mem.total == counted["first_stage_layers: 10"]
+    bad = tmp_path / "bad.yaml"  # type: ignore[operator]
+    bad.write_text(text + "  account_for_loss: 'yes'\n", encoding="utf-8")
+    with pytest.raises(TypeError, match="account_for_loss must be a bool"):
+        load_plan_file(bad)
