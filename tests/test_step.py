@@ -250,7 +250,9 @@ def test_scatter_gather_sends_a_tp_shard_and_gathers_it_on_nvlink() -> None:
     _, _, sg = _megatron_2021(scatter_gather_p2p=True)
     act, c = 2048 * m.hidden * 2, _c(8, "dgx-a100")
     pair, tp = group_of(plan, "pp")[:2], group_of(plan, "tp")
-    sends = 2 * sg.microbatches  # 1F1B: one forward and one backward send per micro-batch
+    # 1F1B on two stages: each is an end stage, one exchange (its send and its receive
+    # together) per micro-batch; a middle stage would make two.
+    sends = sg.microbatches
     one = predict("send_recv", act // 8, c, pair).seconds
     one += predict("all_gather", act, c, tp).seconds
     assert sg.breakdown.pp_p2p == pytest.approx(sends * one)

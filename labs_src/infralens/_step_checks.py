@@ -13,13 +13,21 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from infralens._validate import check_choice, describe, divisible, nonnegative_number, positive_int
+from infralens._validate import (
+    check_choice,
+    describe,
+    divisible,
+    flag,
+    nonnegative_number,
+    positive_int,
+)
 from infralens.fit import gpu_memory, shortfall
 from infralens.hardware import GPU, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.pipeline_memory import stage_layers
 from infralens.plan import ParallelPlan
 from infralens.precision import DEFAULT_RECIPE, RECIPES, Recipe
+from infralens.stage_balance import even_split
 from infralens.topology import Cluster
 
 RECIPE = {0: "megatron-bf16", 1: "megatron-bf16-distopt", 2: "megatron-bf16-distopt", 3: "fsdp2"}
@@ -59,17 +67,21 @@ def busiest_stage(
     uneven: bool,
     first: int | None = None,
     last: int | None = None,
-) -> TransformerConfig:
-    """The model as its busiest pipeline stage holds it: that stage's layers times p.
+    embedding: bool = False,
+    loss: bool = False,
+) -> tuple[TransformerConfig, tuple[int, ...]]:
+    """The model memory is counted for, and the transformer layers on each pipeline stage.
 
-    Even: L/p; *uneven* (Llama 3's layout without Megatron's arguments): ceil(L / (p·v))
-    per chunk; *first*/*last*: Megatron-Core's ``--decoder-first/last-pipeline-num-layers``
-    (:func:`infralens.pipeline_memory.stage_layers`).
+    Even: L/p; *first*/*last* or *embedding*/*loss*: Megatron-Core's
+    ``--decoder-first/last-pipeline-num-layers`` or ``--account-for-embedding/loss-in-
+    pipeline-split`` (:func:`infralens.pipeline_memory.stage_layers`); *uneven* (Llama 3's
+    layout without Megatron's arguments): as :func:`infralens.stage_balance.even_split`
+    deals them, and memory counts a model whose every chunk holds ceil(L / (p·v)).
 
     Raises ``TypeError`` for a plan or cluster of the wrong type and ``ValueError`` if the
     plan does not fill the cluster, ``ep`` is not 1, fewer layers than stages, layers that
-    do not divide among ``pp * chunks`` chunks (unless *uneven* or *first*/*last* say how)
-    or heads among ``tp``.
+    do not divide among ``pp * chunks`` chunks (unless *uneven* or the stage arguments say
+    how) or heads among ``tp``, or *uneven* is combined with the stage arguments.
     """
     if not isinstance(plan, ParallelPlan):
         raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
@@ -82,14 +94,19 @@ def busiest_stage(
     if m.layers < plan.pp:
         raise ValueError(f"layers must be >= pp: {m.layers} < {plan.pp}")
     divisible("heads", m.heads, "tp", plan.tp)
-    if first is not None or last is not None:
+    e, lo = flag("account_for_embedding", embedding), flag("account_for_loss", loss)
+    if first is not None or last is not None or e or lo:
         if uneven:
-            raise ValueError("uneven_stages and first/last_stage_layers exclude each other")
-        split = stage_layers(m.layers, plan.pp, chunks=chunks, first=first, last=last)
-        return replace(m, layers=max(split) * plan.pp)
+            raise ValueError(
+                "uneven_stages excludes first/last_stage_layers and account_for_embedding/loss"
+            )
+        return m, stage_layers(m.layers, plan.pp, chunks=chunks, first=first, last=last,
+                               embedding=e, loss=lo)  # fmt: skip
     if not uneven:
         divisible("layers", m.layers, "pp * chunks", stage_chunks)
-    return replace(m, layers=-(-m.layers // stage_chunks) * stage_chunks)
+        return m, (m.layers // plan.pp,) * plan.pp
+    memory = replace(m, layers=-(-m.layers // stage_chunks) * stage_chunks)
+    return memory, even_split(m.layers, stages=plan.pp)
 
 
 def stack_options(zero_stage: int, *, elementwise: str, overlap_grad_reduce: bool) -> int:
@@ -136,6 +153,8 @@ def fitted_memory(
     chunks: int,
     first: int | None,
     last: int | None,
+    embedding: bool = False,
+    loss: bool = False,
 ) -> int:
     """Bytes on the busiest GPU (:func:`infralens.fit.gpu_memory`, the planner's one count);
     ``ValueError`` saying by how much if it does not fit."""
@@ -143,7 +162,7 @@ def fitted_memory(
         model, plan, recipe, seq_len=seq_len, micro_batch_size=micro_batch_size,
         recompute=recompute, sequence_parallel=sequence_parallel and plan.tp > 1,
         microbatches=microbatches, chunks=chunks, first_stage_layers=first,
-        last_stage_layers=last,
+        last_stage_layers=last, account_for_embedding=embedding, account_for_loss=loss,
     )  # fmt: skip
     over = shortfall(mem, gpu_key)
     if over > 0 and check:

@@ -8,6 +8,10 @@ already validated, so nothing here checks input.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
 from infralens.attention_kernels import attention_seconds
 from infralens.compute import gemm_flops_per_token
 from infralens.elementwise import elementwise_bytes
@@ -15,6 +19,8 @@ from infralens.fp8 import amax_bytes, fp8_gemm_flops_per_token, quantize_bytes
 from infralens.hardware import GPUS, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.nccl import predict
+from infralens.pipeline import bubble_fraction
+from infralens.pipeline_memory import in_flight
 from infralens.topology import Cluster
 
 BF16 = 2
@@ -74,6 +80,84 @@ def microbatch_compute(
     )  # fmt: skip
     elementwise_s = (moved + quantize) * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
     return gemm_s + attn + elementwise_s, attn
+
+
+def stage_compute(
+    m: TransformerConfig, split: Sequence[int], gpu_key: str, **price: Any
+) -> tuple[tuple[float, ...], float]:
+    """(compute of one micro-batch on each pipeline stage, attention of one layer).
+
+    stage s = n_s · layer + head on the last stage
+
+    *price* is :func:`microbatch_compute`'s keywords but ``pp``: it prices a model of
+    n layers on one GPU of a stage (``pp=1``), n · layer + head, head the output layer
+    and the final norm. A price of one layer and of two gives both parts; the last stage
+    is priced whole, so with one stage this is :func:`microbatch_compute`. The first
+    stage's embedding lookup is a gather with no FLOPs and the loss's softmax is
+    memory-bound: neither is counted, as in :func:`infralens.stage_balance.head_cost`.
+    """
+
+    def of(layers: int) -> tuple[float, float]:
+        return microbatch_compute(replace(m, layers=layers), gpu_key, pp=1, **price)
+
+    one, attention = of(1)
+    two = of(2)[0]
+    layer, head = two - one, 2 * one - two
+    stages = [n * layer for n in split]
+    stages[-1] = of(split[-1])[0] if split[-1] else head
+    return tuple(stages), attention
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The pipeline stage that sets a step's pace and its terms, in seconds.
+
+    compute and work (compute + TP + CP) are per micro-batch; bubble and p2p per step.
+    """
+
+    stage: int
+    layers: int
+    compute: float
+    work: float
+    bubble: float
+    p2p: float
+
+
+def busiest_stage(
+    compute: Sequence[float],
+    split: Sequence[int],
+    *,
+    per_layer_comm: float,
+    one_send: float,
+    schedule: str,
+    chunks: int,
+    microbatches: int,
+) -> Pace:
+    """The stage whose step is longest: m · work + bubble + its sends, work its compute plus
+    *per_layer_comm* (TP and CP) for each of its layers.
+
+    bubble = (p − 1)/(v·m) · m · work            (Narayanan et al. 2021)
+
+    Sends wait on the critical path: under 1F1B a middle stage's two exchanges per
+    micro-batch (``send_forward_recv_backward``, ``send_backward_recv_forward``), one on
+    the first and last stages, whose other neighbour is the data or the loss
+    (Megatron-Core schedules.py:2379-2450 at d98e8a6); interleaved with
+    ``overlap_p2p_comm``, the stage's warm-up sends, w = 2·(p − rank − 1) + (v − 1)·p
+    (:func:`infralens.pipeline_memory.in_flight`), the rest hidden behind compute.
+    """
+    p, m, v = len(split), microbatches, chunks
+    bubble = float(bubble_fraction(stages=p, microbatches=m, chunks=v))
+    paces = []
+    for s, n in enumerate(split):
+        work = compute[s] + n * per_layer_comm
+        if p == 1:
+            sends = 0
+        elif schedule == "1f1b":
+            sends = m * (1 if s in (0, p - 1) else 2)
+        else:
+            sends = min(in_flight(s, p, chunks=v) - 1, m * v)
+        paces.append(Pace(s, n, compute[s], work, bubble * m * work, sends * one_send))
+    return max(paces, key=lambda x: (m * x.work + x.bubble + x.p2p, x.stage))
 
 
 def tensor_parallel(

@@ -79,6 +79,8 @@ def memory_report(
             "chunks": work.chunks,
             "first_stage_layers": work.first_stage_layers,
             "last_stage_layers": work.last_stage_layers,
+            "account_for_embedding": work.account_for_embedding,
+            "account_for_loss": work.account_for_loss,
         }  # fmt: skip
     if recipe is not None:
         chosen = check_choice("recipe", recipe, tuple(RECIPES))

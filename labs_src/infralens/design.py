@@ -16,7 +16,7 @@ one GPU holds, and which communication is likely to bound the step.
 >>> [(row.axis, row.degree, row.placement) for row in sheet.axes]
 [('tp', 8, 'nvlink'), ('pp', 4, 'network'), ('dp', 2, 'network'), ('zero', 2, 'network')]
 >>> sheet.bottleneck, round(sheet.step.seconds, 1), round(sheet.step.mfu, 2)
-('compute', 29.4, 0.48)
+('compute', 29.5, 0.48)
 
 Communication and the bubble are priced by :func:`infralens.step.estimate`
 (collectives through :func:`infralens.nccl.predict`); the worksheet prices
@@ -105,6 +105,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
         zero_stage=None if work.recipe else work.zero_stage,
         recipe=recipe if work.recipe else None, first_stage_layers=work.first_stage_layers,
         last_stage_layers=work.last_stage_layers, check_memory=False,
+        account_for_embedding=work.account_for_embedding, account_for_loss=work.account_for_loss,
     )  # fmt: skip
     # Memory: the planner's one count (infralens.fit.gpu_memory), as estimate and the
     # memory command take it; the bubble as estimate prices it, (p - 1)/(v·m).
@@ -112,7 +113,8 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
         work.config(), plan, recipe, seq_len=work.seq_len, micro_batch_size=b,
         recompute=work.recompute, sequence_parallel=work.sequence_parallel and plan.tp > 1,
         microbatches=m, chunks=work.chunks, first_stage_layers=work.first_stage_layers,
-        last_stage_layers=work.last_stage_layers,
+        last_stage_layers=work.last_stage_layers, account_for_embedding=work.account_for_embedding,
+        account_for_loss=work.account_for_loss,
     )  # fmt: skip
     states = mem.model_states + mem.gathered + mem.grad_buffers
     activations = mem.activations + mem.logits

@@ -12,8 +12,8 @@ dp·cp ranks; FSDP2 adds its gathered root and two gathered layers, and the
 unsharded gradients and reduce-scatter inputs of backward
 (:func:`infralens.fsdp_memory.gradient_buffer_peak`). Activations are one
 layer's at s/cp tokens times the layers of the chunks Megatron-Core's schedule
-keeps in flight (:func:`infralens.pipeline_memory.in_flight`); the last stage adds the fp32 logits.
-The busiest stage is reported.
+keeps in flight (:func:`infralens.pipeline_memory.layers_in_flight`); the last stage adds
+the fp32 logits. The busiest stage is reported.
 
 >>> from infralens.plan import ParallelPlan
 >>> job = dict(seq_len=8192, micro_batch_size=1, recompute="full", sequence_parallel=True)
@@ -38,7 +38,7 @@ from infralens.fsdp_memory import gradient_buffer_peak
 from infralens.hardware import GPUS
 from infralens.memory import _model, activation_bytes, logits_bytes
 from infralens.model import TransformerConfig
-from infralens.pipeline_memory import in_flight, stage_layers
+from infralens.pipeline_memory import chunk_layers, layers_in_flight
 from infralens.plan import ParallelPlan
 from infralens.precision import DEFAULT_RECIPE, RECIPES, Recipe, recipe_bytes_of
 
@@ -143,6 +143,8 @@ def gpu_memory(
     chunks: int = 1,
     first_stage_layers: int | None = None,
     last_stage_layers: int | None = None,
+    account_for_embedding: bool = False,
+    account_for_loss: bool = False,
 ) -> Breakdown:
     """The :class:`Breakdown` of the busiest pipeline stage: the planner's one memory count.
 
@@ -150,9 +152,13 @@ def gpu_memory(
     activations  = ``activation_bytes`` at s/cp × layers per chunk × chunks in flight
     logits       = ``logits_bytes`` at s/cp on the last stage (3× for an eager fp32 loss)
 
-    Chunks in flight follow Megatron-Core's schedule
-    (:func:`infralens.pipeline_memory.in_flight`, at most all *microbatches* × *chunks*
-    when given); the layers per stage :func:`infralens.pipeline_memory.stage_layers`.
+    The layers in flight follow Megatron-Core's schedule over each stage's chunks
+    (:func:`infralens.pipeline_memory.layers_in_flight`, at most all *microbatches* ×
+    *chunks* when given), the layers per chunk
+    :func:`infralens.pipeline_memory.chunk_layers`: *first_stage_layers* /
+    *last_stage_layers*, or *account_for_embedding* / *account_for_loss*
+    (``--account-for-embedding-in-pipeline-split``, ``-loss-``: a layer fewer on the
+    first / last stage, taken from its first / last chunk).
 
     >>> from infralens.plan import ParallelPlan
     >>> b = gpu_memory("llama3-8b", ParallelPlan(dp=8), "fsdp2", seq_len=8192, micro_batch_size=1)
@@ -172,7 +178,8 @@ def gpu_memory(
     Raises ``ValueError`` for an unknown model, recipe, recompute, attention or stack,
     ``ep`` above 1, degrees that do not divide the model (layers by pp·chunks per stage;
     heads, kv_heads and ffn_hidden by tp; the sequence by cp, and by tp with sequence
-    parallelism), or first/last stage layers Megatron-Core would refuse.
+    parallelism), or first/last stage layers Megatron-Core would refuse; ``TypeError``
+    for a flag not a bool.
     """
     m = _model(model)
     if not isinstance(plan, ParallelPlan):
@@ -183,8 +190,9 @@ def gpu_memory(
     s = positive_int("seq_len", seq_len)
     divisible("seq_len", s, "cp", plan.cp)
     v = positive_int("chunks", chunks)
-    split = stage_layers(m.layers, plan.pp, chunks=v, first=first_stage_layers,
-                         last=last_stage_layers)  # fmt: skip
+    split = chunk_layers(m.layers, plan.pp, chunks=v, first=first_stage_layers,
+                         last=last_stage_layers, embedding=account_for_embedding,
+                         loss=account_for_loss)  # fmt: skip
     who = r.stack if stack is None else stack
     if who == "pytorch" and recompute == "selective" and plan.tp > 1:
         who = "megatron"
@@ -200,9 +208,9 @@ def gpu_memory(
     logits = logits_bytes(m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, tp=plan.tp)
     logits *= 3 if r.loss == "eager" else 1  # PyTorch's backward: two more fp32 logit tensors
     stages = []
-    for i, n in enumerate(split):  # activations: chunks in flight × layers per chunk
-        units = in_flight(i, plan.pp, chunks=v, microbatches=microbatches) * (n // v)
-        stages.append(_stage(m, plan, r, i, n, units, act, logits))
+    for i, chunk in enumerate(split):  # activations: layers of the chunks in flight
+        units = layers_in_flight(i, plan.pp, chunk, microbatches=microbatches)
+        stages.append(_stage(m, plan, r, i, sum(chunk), units, act, logits))
     return max(stages, key=lambda b: b.total)
 
 

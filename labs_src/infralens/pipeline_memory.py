@@ -2,10 +2,13 @@
 
 Megatron-Core builds L/p layers per stage, or, with
 ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``,
-the given counts on the first and last stages and the rest shared evenly
-(:func:`stage_layers`), each stage's layers split into v model chunks. Its
-schedule keeps a number of chunk micro-batches' activations alive on each rank
-(:func:`in_flight`). :func:`infralens.fit.gpu_memory` multiplies the two.
+the given counts on the first and last stages and the rest shared evenly, or, with
+``--account-for-embedding-in-pipeline-split`` / ``-loss-``, a layer fewer on the
+first and last stages (:func:`stage_layers`), each stage's layers split into v
+model chunks (:func:`chunk_layers`). Its schedule keeps a number of chunk
+micro-batches' activations alive on each rank (:func:`in_flight`);
+:func:`layers_in_flight` counts the layers they hold, the number
+:func:`infralens.fit.gpu_memory` multiplies by one layer's activations.
 
 >>> split = stage_layers(126, 16, first=7, last=7)    # Llama 3 405B on 16 stages
 >>> split[0], split[1], split[-1], sum(split)
@@ -16,44 +19,104 @@ schedule keeps a number of chunk micro-batches' activations alive on each rank
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from infralens._typecheck import typed
-from infralens._validate import divisible, nonnegative_int, positive_int
+from infralens._validate import divisible, flag, nonnegative_int, positive_int
 from infralens.stage_balance import megatron_split
 
-__all__ = ["in_flight", "stage_layers"]
+__all__ = ["chunk_layers", "in_flight", "layers_in_flight", "stage_layers"]
 
 
 # [start:stage-layers]
 @typed
+def chunk_layers(
+    layers: int,
+    pp: int,
+    *,
+    chunks: int = 1,
+    first: int | None = None,
+    last: int | None = None,
+    embedding: bool = False,
+    loss: bool = False,
+) -> tuple[tuple[int, ...], ...]:
+    """Transformer layers in each model chunk of each pipeline stage, as Megatron-Core builds them.
+
+    Megatron-Core's ``get_num_layers_to_build`` (megatron/core/transformer/
+    transformer_block.py:76-205 at d98e8a6) gives each of a stage's v chunks n/v of its
+    n layers (:func:`infralens.stage_balance.megatron_split`). With *embedding* and
+    *loss* (``--account-for-embedding-in-pipeline-split``, ``-loss-``) every chunk has
+    (L + e + l)/(p·v) slots; the first chunk of the first stage gives one to the embedding
+    and the last chunk of the last stage one to the loss (lines 186-203), so a chunk may
+    hold none. Its validation (transformer_config.py:2369-2415) asks only that p divide
+    L + e + l and v the slots per stage.
+
+    >>> chunk_layers(126, 16, chunks=8, embedding=True, loss=True)[0]   # Llama 3 405B
+    (0, 1, 1, 1, 1, 1, 1, 1)
+    >>> chunk_layers(3, 1, embedding=True, loss=True)                   # one stage holds both
+    ((3,),)
+    >>> chunk_layers(126, 16, chunks=3, embedding=True, loss=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: layers per stage (with embedding and loss) must be divisible by chunks: 8 % 3 = 2
+
+    Raises ``ValueError`` for sizes below 1, *first*/*last* with *embedding*/*loss*, or
+    counts that do not divide as Megatron-Core requires; ``TypeError`` for a flag not a bool.
+    """
+    n, p, v = positive_int("layers", layers), positive_int("pp", pp), positive_int("chunks", chunks)
+    e, lo = flag("embedding", embedding), flag("loss", loss)
+    if first is None and last is None:
+        if not (e or lo):
+            divisible("layers", n, "pp * chunks", p * v)
+            return ((n // (p * v),) * v,) * p
+        megatron_split(n, stages=p, embedding=e, loss=lo)  # its checks: p divides L + e + l
+        slots = (n + e + lo) // p
+        divisible("layers per stage (with embedding and loss)", slots, "chunks", v)
+        stages = [[slots // v] * v for _ in range(p)]
+        stages[0][0] -= e
+        stages[-1][-1] -= lo
+        return tuple(tuple(c) for c in stages)
+    split = megatron_split(n, stages=p, first=first, last=last, embedding=e, loss=lo)
+    for i, count in enumerate(split):
+        if count % v:
+            raise ValueError(f"stage {i} holds {count} layers, not divisible by chunks = {v}")
+    return tuple((count // v,) * v for count in split)
+
+
+@typed
 def stage_layers(
-    layers: int, pp: int, *, chunks: int = 1, first: int | None = None, last: int | None = None
+    layers: int,
+    pp: int,
+    *,
+    chunks: int = 1,
+    first: int | None = None,
+    last: int | None = None,
+    embedding: bool = False,
+    loss: bool = False,
 ) -> tuple[int, ...]:
     """Transformer layers on each pipeline stage, as Megatron-Core builds them.
 
     Even: L/p each, L divisible by p·v. With *first*/*last*
     (``--decoder-first-pipeline-num-layers``, ``--decoder-last-pipeline-num-layers``)
-    those stages hold that many and the others share the rest evenly
-    (:func:`infralens.stage_balance.megatron_split`); every stage's count must divide
-    into *chunks* model chunks (Megatron-Core's ``get_num_layers_to_build``).
+    those stages hold that many and the others share the rest evenly; with
+    *embedding*/*loss* each counts as a layer and the first (last) stage holds one
+    layer fewer (:func:`infralens.stage_balance.megatron_split`). Every stage's layers
+    split into *chunks* model chunks (:func:`chunk_layers`).
 
     >>> stage_layers(126, 16, first=7, last=7)[:3], stage_layers(80, 4, chunks=5)
     ((7, 8, 8), (20, 20, 20, 20))
+    >>> stage_layers(126, 16, chunks=8, embedding=True, loss=True)[-2:]
+    (8, 7)
     >>> stage_layers(126, 16)
     Traceback (most recent call last):
     ...
     ValueError: layers must be divisible by pp * chunks: 126 % 16 = 14
 
-    Raises ``ValueError`` for sizes below 1 or a split Megatron-Core refuses.
+    Raises what :func:`chunk_layers` raises.
     """
-    n, p, v = positive_int("layers", layers), positive_int("pp", pp), positive_int("chunks", chunks)
-    if first is None and last is None:
-        divisible("layers", n, "pp * chunks", p * v)
-        return (n // p,) * p
-    split = megatron_split(n, stages=p, first=first, last=last)
-    for i, count in enumerate(split):
-        if count % v:
-            raise ValueError(f"stage {i} holds {count} layers, not divisible by chunks = {v}")
-    return split
+    split = chunk_layers(layers, pp, chunks=chunks, first=first, last=last, embedding=embedding,
+                         loss=loss)  # fmt: skip
+    return tuple(sum(stage) for stage in split)
 
 
 # [end:stage-layers]
@@ -94,3 +157,63 @@ def in_flight(rank: int, pp: int, *, chunks: int = 1, microbatches: int | None =
 
 
 # [end:in-flight]
+
+
+# [start:layers-in-flight]
+@typed
+def layers_in_flight(
+    rank: int, pp: int, chunk_layers: Sequence[int], *, microbatches: int | None = None
+) -> int:
+    """Transformer layers whose activations pipeline *rank* holds at its peak.
+
+    Walks Megatron-Core's order (schedules.py at d98e8a6): w warm-up forwards
+    (:func:`in_flight` − 1), then one forward before each backward (lines 1731-1750).
+    Forward k runs chunk (k // p) mod v, backward k chunk v − 1 − (k // p) mod v, in
+    micro-batch groups of p (``get_schedule_table``, ``get_model_chunk_id``, lines 989-1016
+    and 1244-1249; the group is p by default, model_parallel_config.py:568). A forward adds
+    its chunk's layers, a backward frees them; the peak of the sum is returned. With equal
+    chunks it is :func:`in_flight` × layers per chunk. The live count repeats every p·v
+    steps after the warm-up, so at most w + 2·p·v steps are walked.
+
+    >>> layers_in_flight(0, 4, (5, 5)), in_flight(0, 4, chunks=2) * 5
+    (55, 55)
+    >>> layers_in_flight(0, 16, (0,) + (1,) * 7, microbatches=128)   # a chunk holds none
+    112
+    >>> layers_in_flight(0, 4, (5, 5), microbatches=6)
+    Traceback (most recent call last):
+    ...
+    ValueError: microbatches must be divisible by pp with chunks > 1: 6 % 4 = 2
+
+    Raises ``ValueError`` for no chunks, a negative layer count, a rank outside the
+    pipeline, or, with several chunks, micro-batches that are not whole groups of pp
+    (Megatron-Core refuses them, lines 1170-1180).
+    """
+    v = positive_int("number of chunks in chunk_layers", len(chunk_layers))
+    counts = [nonnegative_int(f"chunk_layers[{i}]", n) for i, n in enumerate(chunk_layers)]
+    p = positive_int("pp", pp)
+    warm = in_flight(rank, p, chunks=v) - 1
+    if p == 1:
+        return max(counts)
+    period = p * v
+    enough = p * -(-(warm + 1 + period) // period)  # micro-batches that cover w + p·v steps
+    if microbatches is None:
+        m = enough
+    else:
+        m = positive_int("microbatches", microbatches)
+        if v > 1 and m % p:
+            raise ValueError(
+                f"microbatches must be divisible by pp with chunks > 1: {m} % {p} = {m % p}"
+            )
+        m = min(m, enough)
+    total = m * v
+    warm = min(warm, total)
+    live = peak = 0
+    for k in range(total):  # forward k, and from the warm-up's end backward k - w after it
+        live += counts[(k // p) % v]
+        peak = max(peak, live)
+        if k >= warm:
+            live -= counts[v - 1 - ((k - warm) // p) % v]
+    return peak
+
+
+# [end:layers-in-flight]

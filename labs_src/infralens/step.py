@@ -54,7 +54,7 @@ plan and a cluster. Every term is a model of what a named framework does:
 >>> e = estimate("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
 ...              global_batch_size=512, micro_batch_size=1)
 >>> e.bottleneck, round(e.seconds, 1), round(e.mfu, 2)
-('compute', 29.4, 0.48)
+('compute', 29.5, 0.48)
 """
 
 from __future__ import annotations
@@ -78,7 +78,6 @@ from infralens.fp8 import weight_quantize_bytes
 from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
-from infralens.pipeline import bubble_fraction
 from infralens.plan import AXES, ParallelPlan
 from infralens.precision import Recipe
 from infralens.topology import Cluster
@@ -201,6 +200,8 @@ def estimate(
     recipe: str | Recipe | None = None,
     first_stage_layers: int | None = None,
     last_stage_layers: int | None = None,
+    account_for_embedding: bool = False,
+    account_for_loss: bool = False,
 ) -> Estimate:
     """Predict one training step of *model* on *plan* and *cluster* (see the module text).
 
@@ -219,9 +220,10 @@ def estimate(
     (:func:`infralens.fit.gpu_memory`); left out, a bare *zero_stage* picks the recipe
     it always stood for, and with neither the default
     (:data:`~infralens.precision.DEFAULT_RECIPE`) applies. *grad_reduce_in_fp32* and
-    *elementwise*, when given, override the recipe's. *first_stage_layers* and
-    *last_stage_layers* are Megatron-Core's uneven first and last stages: compute,
-    bubble and memory follow the busiest stage.
+    *elementwise*, when given, override the recipe's. *first_stage_layers* /
+    *last_stage_layers* and *account_for_embedding* / *account_for_loss* are
+    Megatron-Core's uneven first and last stages; the stage whose step is longest (its
+    layers, the output layer on the last) sets compute, TP, CP, bubble and sends.
 
     >>> from infralens.topology import Cluster
     >>> c = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
@@ -256,8 +258,10 @@ def estimate(
     # Every stage chunk holds whole layers (the same number unless *uneven_stages* or
     # first/last stage layers say otherwise) and every TP rank whole heads.
     uneven = flag("uneven_stages", uneven_stages)
-    busiest = checks.busiest_stage(m, plan, cluster, chunks=v, uneven=uneven,
-                                   first=first_stage_layers, last=last_stage_layers)  # fmt: skip
+    counted, split = checks.busiest_stage(
+        m, plan, cluster, chunks=v, uneven=uneven, first=first_stage_layers,
+        last=last_stage_layers, embedding=account_for_embedding, loss=account_for_loss,
+    )  # fmt: skip
     s = positive_int("seq_len", seq_len)
     b = positive_int("micro_batch_size", micro_batch_size)
     mode = check_choice("recompute", recompute, RECOMPUTE_MODES)
@@ -280,21 +284,21 @@ def estimate(
     gpu = cluster.system.gpu
     checks.precision_runs(r, gpu, gpu_key)
     memory = checks.fitted_memory(
-        busiest if uneven else m, plan, gpu_key, gpu, recipe=r, recompute=mode, seq_len=s,
-        micro_batch_size=b, sequence_parallel=sp, check=check_mem, microbatches=n_mb,
-        chunks=v, first=first_stage_layers, last=last_stage_layers,
+        counted, plan, gpu_key, gpu, recipe=r, recompute=mode, seq_len=s, micro_batch_size=b,
+        sequence_parallel=sp, check=check_mem, microbatches=n_mb, chunks=v,
+        first=first_stage_layers, last=last_stage_layers, embedding=account_for_embedding,
+        loss=account_for_loss,
     )  # fmt: skip
 
     # [start:compute]
     kernel = check_choice("attention", attention, ATTENTION_KERNELS)
     stack = "pytorch" if zero_stage == 3 else "megatron"
-    t_mb, attn = comm.microbatch_compute(
-        m, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp, pp=plan.pp,
+    per_stage, attn = comm.stage_compute(
+        m, split, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp,
         sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
         elementwise=kernels, scaling=r.scaling,
     )  # fmt: skip
-    # compute = m × (GEMMs at the ceiling + attention + element-wise kernels)
-    compute = n_mb * t_mb
+    # per stage: GEMMs at the ceiling + attention + element-wise kernels, one micro-batch
     layers = m.layers / plan.pp
     # [end:compute]
 
@@ -302,37 +306,34 @@ def estimate(
     # TP: the collectives between GEMMs; act is the whole b·(s/cp)·h buffer.
     act = b * (s // plan.cp) * m.hidden * comm.BF16
     tp_group = group_of(plan, "tp")
-    tp = 0.0
+    tp = 0.0  # per layer and micro-batch
     if plan.tp > 1:
         passes = 3 if mode == "full" else 2
         fp8 = r.precision == "fp8" and stack == "megatron"  # forward gathers in FP8
         tp = comm.tensor_parallel(act, cluster, tp_group, sequence_parallel=sp, passes=passes,
-                                  fp8_gathers=fp8) * layers * n_mb  # fmt: skip
+                                  fp8_gathers=fp8)  # fmt: skip
 
     # CP: ring exchange of K/V (kv heads split over tp), hidden behind attention.
-    cp = 0.0
+    cp = 0.0  # per layer and micro-batch
     if plan.cp > 1:
         kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * comm.BF16
         kv //= min(plan.tp, m.kv_heads)
         pair = group_of(plan, "cp")[:2]
-        cp = comm.context_parallel(kv, cluster, pair, cp=plan.cp, attention_per_layer=attn / layers)
-        cp *= layers * n_mb
+        cp = comm.context_parallel(kv, cluster, pair, cp=plan.cp, attention_per_layer=attn)
 
-    # PP: the bubble over the per-micro-batch work, and the activation sends.
-    pp_bubble = pp_p2p = 0.0
-    if plan.pp > 1:
-        work = compute + tp + cp
-        # bubble = (p - 1) / (v·m) of the work the stage does
-        pp_bubble = float(bubble_fraction(stages=plan.pp, microbatches=n_mb, chunks=v)) * work
-        pp_p2p = comm.pipeline_p2p(
-            act, cluster, group_of(plan, "pp")[:2], tp_group,
-            sends=2 * n_mb if sched == "1f1b" else plan.pp - 1,
-            sequence_parallel=sp, scatter_gather=scatter,
-        )  # fmt: skip
+    # PP: the stage whose step is longest sets the pace: its work, the bubble
+    # (p - 1)/(v·m) of it, and the activation sends it waits for.
+    one = comm.pipeline_p2p(act, cluster, group_of(plan, "pp")[:2], tp_group, sends=1,
+                            sequence_parallel=sp, scatter_gather=scatter)  # fmt: skip
+    pace = comm.busiest_stage(per_stage, split, per_layer_comm=tp + cp, one_send=one,
+                              schedule=sched, chunks=v, microbatches=n_mb)  # fmt: skip
+    t_mb, compute = pace.compute, n_mb * pace.compute
+    tp, cp = tp * pace.layers * n_mb, cp * pace.layers * n_mb
+    pp_bubble, pp_p2p = pace.bubble, pace.p2p
     # [end:exposed]
 
     # [start:dp]
-    # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16.
+    # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16 (or fp8).
     local = m.num_params() / (plan.tp * plan.pp)
     dp = comm.data_parallel(
         local, cluster, group_of(plan, "dp"), zero_stage=zero_stage, layers=layers,

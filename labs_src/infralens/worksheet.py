@@ -82,6 +82,8 @@ class Workload:
     token_budget: int | None = None
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
 
     def resolved_recipe(self) -> Recipe:
         """The recipe memory and the step are counted for: ``recipe``, ``zero-paper`` at
