@@ -143,8 +143,7 @@ def gpu_memory(
 ) -> Breakdown:
     """The :class:`Breakdown` of the busiest pipeline stage: the planner's one memory count.
 
-    model states = recipe bytes per parameter (sharded over dp·cp) × parameters on the GPU
-                   + the recipe's fixed bytes
+    model states = recipe bytes per parameter (over dp·cp) × parameters on the GPU + fixed bytes
     activations  = ``activation_bytes`` at s/cp × layers per chunk × chunks in flight
     logits       = ``logits_bytes`` at s/cp on the last stage (3× for an eager fp32 loss)
 
