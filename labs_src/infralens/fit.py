@@ -8,8 +8,9 @@
 Every pipeline stage holds its share of parameters (its layers, each split t
 ways, plus the embedding on the first stage or the output layer on the last)
 times the recipe's bytes per parameter, the sharded buffers split over the
-dp·cp ranks; FSDP2 adds its gathered root and two gathered layers, and the
-unsharded gradients and reduce-scatter inputs of backward
+dp·cp ranks, plus the recipe's fixed bytes (DeepSpeed's gradient bucket and
+ZeRO-3 gathered parameters); FSDP2 adds its gathered root and two gathered
+layers, and the unsharded gradients and reduce-scatter inputs of backward
 (:func:`infralens.fsdp_memory.gradient_buffer_peak`). Activations are one
 layer's at s/cp tokens times the layers of the chunks Megatron-Core's schedule
 keeps in flight (:func:`infralens.pipeline_memory.layers_in_flight`); the last stage adds
@@ -103,7 +104,7 @@ def _stage(
     head = m.output_params() + m.norm_params()  # the output layer and the final norm
     edge = (m.embedding_params() if first else 0) + (head if last else 0)
     params += edge // t
-    # model states = bytes per parameter (d = dp·cp) × parameters this GPU owns
+    # model states = bytes per parameter (d = dp·cp) × parameters this GPU owns + fixed bytes
     states = recipe_bytes_of(r, plan.dp * plan.cp) * params
     if r.precision == "fp8":  # amax history, MXFP8 scales of the cached weight copies
         states += state_bytes(m, scaling=r.scaling, amax_history=r.amax_history, tp=t,
@@ -119,7 +120,7 @@ def _stage(
     name = "first" if first else "last" if last else f"stage {rank}"
     return Breakdown(
         stage=name,
-        model_states=-(-states.numerator // states.denominator),
+        model_states=-(-states.numerator // states.denominator) + r.fixed_bytes,
         gathered=gathered,
         activations=layer_units * act_layer,
         logits=logits if last else 0,
@@ -148,7 +149,7 @@ def gpu_memory(
 ) -> Breakdown:
     """The :class:`Breakdown` of the busiest pipeline stage: the planner's one memory count.
 
-    model states = recipe bytes per parameter (sharded over dp·cp) × parameters on the GPU
+    model states = recipe bytes per parameter (over dp·cp) × parameters on the GPU + fixed bytes
     activations  = ``activation_bytes`` at s/cp × layers per chunk × chunks in flight
     logits       = ``logits_bytes`` at s/cp on the last stage (3× for an eager fp32 loss)
 

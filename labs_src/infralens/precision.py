@@ -24,6 +24,13 @@ variant keeps the parameter in fp8 with Transformer Engine's fp8 transpose:
 >>> DEFAULT_RECIPE, RECIPES[DEFAULT_RECIPE].zero_stage
 ('megatron-bf16-distopt', 1)
 
+DeepSpeed's bf16 ZeRO-1, -2 and -3 keep 2 + 2 + 12/d, 2 + 14/d and 16/d bytes, and
+fixed bytes besides: a gradient bucket, and under ZeRO-3 the gathered parameters:
+
+>>> [(recipe_bytes(n, dp_size=8), RECIPES[n].fixed_bytes // 10**9)
+...  for n in ("deepspeed-zero1-bf16", "deepspeed-zero2-bf16", "deepspeed-zero3-bf16")]
+[(Fraction(11, 2), 1), (Fraction(15, 4), 1), (Fraction(2, 1), 3)]
+
 Persistent state only: FSDP2's unsharded root, all-gathered units and
 backward's gradient buffers, and activations, are counted elsewhere
 (:mod:`infralens.fsdp_memory`, :mod:`infralens.memory`).
@@ -34,8 +41,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from infralens import _deepspeed as deepspeed
 from infralens._typecheck import check_fields
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, nonnegative_int, positive_int
 
 SCALINGS = ("delayed", "current", "mxfp8")
 """Transformer Engine's FP8 recipes an FP8 recipe names: ``DelayedScaling`` (scale from an
@@ -85,9 +93,11 @@ class Recipe:
     element size of FSDP's gathered parameters, ``loss`` ``"fused"`` (the fp32
     probabilities kept, gradients written in place) or ``"eager"`` (PyTorch's
     ``cross_entropy`` on fp32 logits: two more fp32 logit-sized tensors in its backward),
-    ``elementwise`` the element-wise kernels (:data:`infralens.elementwise.ELEMENTWISE_KERNELS`)
-    and ``grad_reduce_in_fp32`` the gradient-reduction dtype. An FP8 recipe names its
-    ``scaling`` (:data:`SCALINGS`) and, for delayed scaling, the
+    ``elementwise`` the element-wise kernels (:data:`infralens.elementwise.ELEMENTWISE_KERNELS`),
+    ``grad_reduce_in_fp32`` the gradient-reduction dtype and ``fixed_bytes`` what the
+    framework holds whatever the model's size (DeepSpeed's gradient bucket and ZeRO-3's
+    gathered parameters), which :func:`infralens.fit.gpu_memory` adds to the model states.
+    An FP8 recipe names its ``scaling`` (:data:`SCALINGS`) and, for delayed scaling, the
     ``amax_history`` length.
     """
 
@@ -104,6 +114,7 @@ class Recipe:
     grad_reduce_in_fp32: bool = True
     scaling: str = "none"
     amax_history: int = 0
+    fixed_bytes: int = 0
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -119,6 +130,7 @@ class Recipe:
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {self.zero_stage}")
         positive_int("gather_bytes", self.gather_bytes)
+        nonnegative_int("fixed_bytes", self.fixed_bytes)
 
 
 def _adam(sharded: bool, master: bool = True) -> tuple[Buffer, ...]:
@@ -166,6 +178,19 @@ def _torchtitan(float8: bool, compile_: bool) -> Recipe:
         stack="pytorch",
         loss="eager",
         elementwise="fused" if compile_ else "eager",
+    )
+
+
+def _deepspeed(stage: int) -> Recipe:
+    """DeepSpeed's bf16 ZeRO-*stage* with Adam; activations, loss and kernels are the model's."""
+    return Recipe(
+        f"deepspeed-zero{stage}-bf16",
+        f"DeepSpeed ZeRO-{stage}, bf16 with grad_accum_dtype unset, Adam, {deepspeed.FRAMEWORK}",
+        deepspeed.SOURCES[stage],
+        (*(Buffer(*b) for b in deepspeed.BUFFERS[stage]), *_adam(True)),
+        zero_stage=stage,
+        grad_reduce_in_fp32=False,
+        fixed_bytes=deepspeed.fixed_bytes(stage),
     )
 
 
@@ -266,6 +291,7 @@ _RECIPE_LIST = (
     _zero_paper(1),
     _zero_paper(2),
     _zero_paper(3),
+    *(_deepspeed(stage) for stage in (1, 2, 3)),
     Recipe(
         "ddp",
         f"DistributedDataParallel, fp32 parameters (autocast for bf16 compute), {TORCH}",
@@ -329,7 +355,7 @@ def recipe_bytes(recipe: str, *, dp_size: int = 1) -> Fraction:
     Traceback (most recent call last):
     ...
     ValueError: recipe must be one of 'zero-paper', 'megatron-bf16', 'megatron-bf16-distopt', \
-'megatron-fp8-distopt', ... (17 in all); got 'apex-o2'
+'megatron-fp8-distopt', ... (20 in all); got 'apex-o2'
 
     Raises ``ValueError`` for an unknown *recipe* or *dp_size* below 1.
     """
