@@ -18,7 +18,8 @@ import pytest
 from infralens.fit import gpu_memory
 from infralens.model import PRESETS
 from infralens.plan import ParallelPlan
-from infralens.precision import RECIPES, Recipe, recipe_bytes
+from infralens.precision import RECIPES, recipe_bytes
+from infralens.recipe import Recipe
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("deepspeed-zero1-bf16", "deepspeed-zero2-bf16", "deepspeed-zero3-bf16")

@@ -26,7 +26,8 @@ from infralens.hardware import GPU, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.pipeline_memory import stage_layers
 from infralens.plan import ParallelPlan
-from infralens.precision import DEFAULT_RECIPE, RECIPES, Recipe
+from infralens.precision import DEFAULT_RECIPE, RECIPES
+from infralens.recipe import Recipe
 from infralens.stage_balance import even_split
 from infralens.topology import Cluster
 

@@ -3,7 +3,7 @@
 :func:`gpu_memory` is the planner's one memory count: :func:`infralens.step.estimate`,
 :func:`infralens.ranking.rank_plans`, the design worksheet and the ``plan``,
 ``memory`` and ``rank`` commands all call it, with the same
-:class:`~infralens.precision.Recipe` (default
+:class:`~infralens.recipe.Recipe` (default
 :data:`~infralens.precision.DEFAULT_RECIPE`), so they cannot disagree.
 Every pipeline stage holds its share of parameters (its layers, each split t
 ways, plus the embedding on the first stage or the output layer on the last)
@@ -41,7 +41,8 @@ from infralens.memory import _model, activation_bytes, logits_bytes
 from infralens.model import TransformerConfig
 from infralens.pipeline_memory import chunk_layers, layers_in_flight
 from infralens.plan import ParallelPlan
-from infralens.precision import DEFAULT_RECIPE, RECIPES, Recipe, recipe_bytes_of
+from infralens.precision import DEFAULT_RECIPE, RECIPES
+from infralens.recipe import Recipe, recipe_bytes_of
 
 __all__ = [
     "HBM_BYTES",

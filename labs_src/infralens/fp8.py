@@ -35,7 +35,7 @@ from infralens._validate import check_choice, positive_int
 from infralens.compute import gemm_flops_per_token
 from infralens.memory import RECOMPUTE, STACKS, _model
 from infralens.model import TransformerConfig
-from infralens.precision import SCALINGS
+from infralens.recipe import SCALINGS
 
 __all__ = [
     "AMAX_SLOTS",

@@ -31,7 +31,8 @@ from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan, enumerate_plans
 from infralens.precision import DEFAULT_RECIPE, RECIPES
-from infralens.step import Estimate, estimate
+from infralens.step import estimate
+from infralens.step_result import Estimate
 from infralens.topology import Cluster
 
 __all__ = [

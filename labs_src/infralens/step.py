@@ -59,12 +59,11 @@ plan and a cluster. Every term is a model of what a named framework does:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import TypeVar
 
 from infralens import _step_checks as checks
 from infralens import _step_terms as comm
-from infralens._typecheck import check_fields, typed
+from infralens._typecheck import typed
 from infralens._validate import (
     check_choice,
     flag,
@@ -79,12 +78,13 @@ from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import AXES, ParallelPlan
-from infralens.precision import Recipe
+from infralens.recipe import Recipe
+from infralens.step_result import Breakdown, Estimate
 from infralens.topology import Cluster
 
 T = TypeVar("T")
 
-__all__ = ["SCHEDULES", "Breakdown", "Estimate", "estimate", "group_of"]
+__all__ = ["SCHEDULES", "estimate", "group_of"]
 
 SCHEDULES = ("1f1b", "interleaved")
 """Megatron-Core's pipeline schedules: one chunk per stage, or ``chunks`` chunks (v)."""
@@ -92,72 +92,6 @@ SCHEDULES = ("1f1b", "interleaved")
 ADAM_BYTES_PER_PARAM = 30
 """Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
 param, m, v (12), write the bf16 copy (2)."""
-
-
-@dataclass(frozen=True)
-class Breakdown:
-    """Seconds per step on the critical path, by cause; they add up to the step."""
-
-    compute: float
-    tp: float
-    cp: float
-    ep: float
-    pp_bubble: float
-    pp_p2p: float
-    dp: float
-    optimizer: float
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        checks.check_terms(self.items())
-
-    def items(self) -> list[tuple[str, float]]:
-        """(name, seconds) pairs in field order."""
-        return [(f.name, getattr(self, f.name)) for f in fields(self)]
-
-    @property
-    def total(self) -> float:
-        """The step: the sum of every term."""
-        return sum(v for _, v in self.items())
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """One predicted step: time, throughput, utilisation and where the time goes."""
-
-    seconds: float
-    mfu: float
-    hfu: float
-    tflops_per_gpu: float
-    tokens_per_second_per_gpu: float
-    microbatches: int
-    breakdown: Breakdown
-    memory_bytes: int
-
-    def __post_init__(self) -> None:
-        """Check what the quantities mean: 0 < MFU <= HFU <= 1, a positive finite step."""
-        check_fields(self)
-        rates = {"tflops_per_gpu": self.tflops_per_gpu,
-                 "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu}  # fmt: skip
-        counts = {"microbatches": self.microbatches, "gpus": self.gpus}
-        checks.check_step(self.seconds, self.mfu, self.hfu, rates, counts)
-
-    @property
-    def bottleneck(self) -> str:
-        """The largest term of ``breakdown``."""
-        return max(self.breakdown.items(), key=lambda kv: kv[1])[0]
-
-    gpus: int
-    recipe: str = ""
-    precision: str = "bf16"  # the GEMMs' precision, whose dense peak MFU and HFU divide by
-
-    def days(self, tokens: int) -> float:
-        """Days to train on *tokens* tokens at this throughput on ``gpus`` GPUs.
-
-        days = tokens / (tokens/s per GPU · GPUs) / 86,400
-        """
-        t = positive_int("tokens", tokens)
-        return t / (self.tokens_per_second_per_gpu * self.gpus) / 86400
 
 
 def _given(value: T | None, default: T) -> T:
@@ -215,7 +149,7 @@ def estimate(
     12·L·h·s, which credits FLOPs FlashAttention skips: above 100 % at 128K).
 
     *recipe* (a :data:`infralens.precision.RECIPES` name or a
-    :class:`~infralens.precision.Recipe`) sets the ZeRO stage, the gradient-reduction
+    :class:`~infralens.recipe.Recipe`) sets the ZeRO stage, the gradient-reduction
     dtype, the element-wise kernels and the memory count
     (:func:`infralens.fit.gpu_memory`); left out, a bare *zero_stage* picks the recipe
     it always stood for, and with neither the default

@@ -20,8 +20,9 @@ from infralens.fit import HBM_BYTES
 from infralens.memory import RECOMPUTE
 from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
-from infralens.precision import RECIPES, Recipe
-from infralens.step import Estimate
+from infralens.precision import RECIPES
+from infralens.recipe import Recipe
+from infralens.step_result import Estimate
 from infralens.zero import STAGES
 
 __all__ = [
@@ -56,7 +57,7 @@ STEP_TERMS = {
     "dp": "exposed DP/FSDP communication",
     "optimizer": "optimizer step",
 }
-"""How each term of :class:`infralens.step.Breakdown` is named on the worksheet."""
+"""How each term of :class:`infralens.step_result.Breakdown` is named on the worksheet."""
 
 
 @dataclass(frozen=True)
