@@ -113,9 +113,11 @@ def test_llama3_405b_embedding_and_loss_split_is_priced() -> None:
     # 16 micro-batches per replica: every forward is warm-up (stage 1 would warm up
     # 2·(16 − 2) + 7·16 = 140 of its 128), so a full middle stage holds 16 · 8 layers and
     # the first and last 16 · 7, their empty chunks holding none.
-    act = activation_bytes(PRESETS["llama3.1-405b"], seq_len=8192, micro_batch_size=1, tp=8,
-                           sequence_parallel=True, recompute="full", stack="megatron")  # fmt: skip
-    assert mem.stage == "stage 1" and mem.activations == 128 * act
+    layer = dict(seq_len=8192, micro_batch_size=1, tp=8, sequence_parallel=True, stack="megatron")
+    act = activation_bytes(PRESETS["llama3.1-405b"], recompute="full", **layer)  # type: ignore[arg-type]
+    # ... and the layer in backward holds all it rebuilt (its whole count less its input)
+    whole = activation_bytes(PRESETS["llama3.1-405b"], recompute="none", **layer)  # type: ignore[arg-type]
+    assert mem.stage == "stage 1" and mem.activations == 128 * act + whole - act
     assert layers_in_flight(0, 16, chunks[0], microbatches=16) == 16 * 7
     assert layers_in_flight(15, 16, chunks[-1], microbatches=16) == 16 * 7
     # With more micro-batches the steady state caps them: stage 1 holds its 141 live chunk

@@ -13,14 +13,15 @@ ZeRO-3 gathered parameters); FSDP2 adds its gathered root and two gathered
 layers, and the unsharded gradients and reduce-scatter inputs of backward
 (:func:`infralens.fsdp_memory.gradient_buffer_peak`). Activations are one
 layer's at s/cp tokens times the layers of the chunks Megatron-Core's schedule
-keeps in flight (:func:`infralens.pipeline_memory.layers_in_flight`); the last stage adds
+keeps in flight (:func:`infralens.pipeline_memory.layers_in_flight`), plus, with
+recomputation, what the layer whose backward runs has rebuilt; the last stage adds
 the fp32 logits. The busiest stage is reported.
 
 >>> from infralens.plan import ParallelPlan
 >>> job = dict(seq_len=8192, micro_batch_size=1, recompute="full", sequence_parallel=True)
 >>> b = gpu_memory("llama3-70b", ParallelPlan(tp=8, pp=4, dp=2), "megatron-bf16", **job)
 >>> round(b.total / 10**9, 1), fits(b, "h100-sxm5-80gb")
-(42.2, True)
+(42.5, True)
 
 Fixed costs that no formula here counts (the CUDA context, NCCL's buffers,
 the caching allocator's fragmentation) come on top; see the handbook's
@@ -29,7 +30,7 @@ memory section.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, divisible, positive_int
@@ -151,10 +152,12 @@ def gpu_memory(
     """The :class:`Breakdown` of the busiest pipeline stage: the planner's one memory count.
 
     model states = recipe bytes per parameter (over dp·cp) × parameters on the GPU + fixed bytes
-    activations  = ``activation_bytes`` at s/cp × layers per chunk × chunks in flight
+    activations  = ``activation_bytes`` at s/cp × layers in flight + one rebuilt layer
     logits       = ``logits_bytes`` at s/cp on the last stage (3× for an eager fp32 loss)
 
-    The layers in flight follow Megatron-Core's schedule over each stage's chunks
+    The rebuilt layer is the one whose backward runs: what it saves without
+    recomputation less what the policy kept (0 without recomputation). The layers in
+    flight follow Megatron-Core's schedule over each stage's chunks
     (:func:`infralens.pipeline_memory.layers_in_flight`, at most all *microbatches* ×
     *chunks* when given), the layers per chunk
     :func:`infralens.pipeline_memory.chunk_layers`: *first_stage_layers* /
@@ -198,21 +201,29 @@ def gpu_memory(
     who = r.stack if stack is None else stack
     if who == "pytorch" and recompute == "selective" and plan.tp > 1:
         who = "megatron"
-    act = activation_bytes(
-        m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, tp=plan.tp,
-        sequence_parallel=sequence_parallel, recompute=recompute, attention=attention, stack=who,
-    )  # fmt: skip
-    if r.precision == "fp8":  # Transformer Engine saves the linears' inputs in FP8
-        act += saved_activation_change(
-            m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, scaling=r.scaling,
-            tp=plan.tp, sequence_parallel=sequence_parallel, stack=who, recompute=recompute,
-        )  # fmt: skip
-    logits = logits_bytes(m, seq_len=s // plan.cp, micro_batch_size=micro_batch_size, tp=plan.tp)
+    sl, b = s // plan.cp, micro_batch_size
+
+    def saved(mode: str) -> int:  # one layer's saved bytes under *mode*, FP8 inputs counted
+        kept = activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=who,
+                                sequence_parallel=sequence_parallel, recompute=mode,
+                                attention=attention)  # fmt: skip
+        if r.precision == "fp8":  # Transformer Engine saves the linears' inputs in FP8
+            kept += saved_activation_change(m, seq_len=sl, micro_batch_size=b, tp=plan.tp,
+                                            scaling=r.scaling, stack=who, recompute=mode,
+                                            sequence_parallel=sequence_parallel)  # fmt: skip
+        return kept
+
+    act = saved(recompute)
+    # the layer whose backward runs also holds what recomputation rebuilt: what it saves
+    # without recomputation, less what the policy kept
+    working = saved("none") - act
+    logits = logits_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp)
     logits *= 3 if r.loss == "eager" else 1  # PyTorch's backward: two more fp32 logit tensors
     stages = []
     for i, chunk in enumerate(split):  # activations: layers of the chunks in flight
         units = layers_in_flight(i, plan.pp, chunk, microbatches=microbatches)
-        stages.append(_stage(m, plan, r, i, sum(chunk), units, act, logits))
+        stage = _stage(m, plan, r, i, sum(chunk), units, act, logits)
+        stages.append(replace(stage, activations=stage.activations + working))
     return max(stages, key=lambda b: b.total)
 
 
