@@ -319,3 +319,14 @@ def test_accuracy_goal_eighty_percent_within_fifteen() -> None:
     errors = [abs(check_run(r).error) for r in RUNS]
     assert sum(e <= 0.15 for e in errors) >= 0.8 * len(errors)
     assert max(errors) <= 0.30
+
+
+def test_tells_apart_is_the_interquartile_ratio_of_the_published_misses() -> None:
+    # rank's "closer than the model can tell apart" is read off the validation data
+    import statistics
+
+    from infralens.ranking import TELLS_APART
+
+    errors = [check_run(r).error for r in RUNS]
+    q1, _, q3 = statistics.quantiles(errors, n=4)
+    assert round((1 + q3) / (1 + q1) - 1, 2) == TELLS_APART
