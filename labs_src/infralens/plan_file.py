@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from infralens._files import read_text
+from infralens._plan_yaml import check_size, plan_loader
 from infralens._typecheck import typed
 from infralens._validate import describe, positive_int
 from infralens.design import Workload, fill_worksheet, render_markdown
@@ -199,9 +199,9 @@ def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | 
     if missing and str(path):
         raise ValueError(f"no such plan file: {shown}")
     text = read_text(path, "plan file", MAX_PLAN_BYTES)
-    _check_size(text, shown)
+    check_size(text, shown)
     try:
-        data = yaml.load(text, Loader=_loader(yaml, shown))
+        data = yaml.load(text, Loader=plan_loader(yaml, shown))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -209,68 +209,6 @@ def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | 
     except RecursionError:
         raise ValueError(f"plan file {shown} nests too deeply") from None
     return parse_plan(data)
-
-
-MAX_PLAN_ITEMS = 2000
-"""Most lines, flow items or keys a plan file may hold (a plan is a few dozen): the YAML
-parser's work grows with them, so they are counted before it runs."""
-
-MAX_PLAN_DEPTH = 8
-"""Deepest nesting of mappings and lists a plan file may have (it needs three)."""
-
-
-def _check_size(text: str, shown: str) -> None:
-    """Refuse a plan file whose structure would cost the parser more than a plan can need."""
-    counts = {
-        "lines": text.count("\n"),
-        "flow items": text.count(","),
-        "keys": text.count(":"),
-        "flow brackets": text.count("[") + text.count("{"),
-    }
-    for what, n in counts.items():
-        if n > MAX_PLAN_ITEMS:
-            raise ValueError(
-                f"plan file {shown} has {n} {what}; a plan holds at most {MAX_PLAN_ITEMS}"
-            )
-
-
-def _loader(yaml: Any, shown: str) -> Any:
-    """A SafeLoader for plan files: no aliases, depth at most MAX_PLAN_DEPTH, and only the
-    implicit types a plan uses (decimal ints of up to 19 digits, decimal floats, true and
-    false, null); base-60 numbers, dates and the rest stay strings."""
-
-    class _PlanLoader(yaml.SafeLoader):  # type: ignore[misc]
-        yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {}
-        depth = 0
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
-                raise ValueError(
-                    f"plan file {shown} uses a YAML alias at line {mark.line + 1}; "
-                    "write the value out"
-                )
-            self.depth += 1
-            if self.depth > MAX_PLAN_DEPTH:
-                mark = self.peek_event().start_mark
-                raise ValueError(
-                    f"plan file {shown} nests more than {MAX_PLAN_DEPTH} levels "
-                    f"at line {mark.line + 1}"
-                )
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    implicit = [
-        ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
-        ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
-        ("tag:yaml.org,2002:int", r"^[-+]?[0-9]{1,19}$", "-+0123456789"),
-        ("tag:yaml.org,2002:float", r"^[-+]?[0-9]{1,19}\.[0-9]{0,19}$", "-+0123456789"),
-    ]
-    for tag, pattern, first in implicit:
-        _PlanLoader.add_implicit_resolver(tag, re.compile(pattern), list(first))
-    return _PlanLoader
 
 
 @typed
