@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, divisible, positive_int
 from infralens.compute import gemm_flops_per_token
 from infralens.memory import RECOMPUTE, STACKS, _model
 from infralens.model import TransformerConfig
@@ -125,9 +125,7 @@ def quantize_bytes(
     mode = check_choice("recompute", recompute, RECOMPUTE)
     cost = _per_element(scaling)
     for name in ("heads", "kv_heads", "ffn_hidden"):
-        if getattr(m, name) % t:
-            raise ValueError(f"{name} must be divisible by tp: {getattr(m, name)} % {t} = "
-                             f"{getattr(m, name) % t}")  # fmt: skip
+        divisible(name, getattr(m, name), "tp", t)
     h, f = m.hidden, m.ffn_hidden
     qkv = h + 2 * m.kv_heads * m.head_dim
     grads = Fraction(qkv, t) + h + Fraction(f * (2 if m.gated_mlp else 1), t) + h
