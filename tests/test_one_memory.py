@@ -193,6 +193,8 @@ def test_meta_405b_published_rows_fit() -> None:
     # 94.9, 87.7 and 87.6 GB. Meta ran its own schedule (N contiguous micro-batches, a
     # number it does not give) and freed stage inputs and outputs early; neither is
     # published in enough detail to count, so the model, which follows Megatron-Core,
-    # does not fit these rows.
+    # does not fit these rows. Read as the report's FSDP (gradients sharded, not an fp32
+    # buffer whole on every rank), the 16,384-GPU rows come to 77.4 GB and the 8,192-GPU
+    # row to 84.7 GB (handbook section 17); which reading Meta ran is not published.
     for run_id, predicted, hbm in _published(meta=True):
         assert predicted <= hbm, (run_id, predicted / GB)
