@@ -6,11 +6,11 @@ from fractions import Fraction
 
 import pytest
 
+from infralens.head_memory import head_activation_bytes, logits_bytes
 from infralens.memory import (
     activation_bytes,
     activation_bytes_per_layer,
     bytes_per_parameter,
-    logits_bytes,
 )
 from infralens.model import PRESETS, TransformerConfig
 from infralens.zero import model_state_bytes
@@ -170,7 +170,7 @@ def test_gpu_memory_without_pipeline_holds_every_parameter() -> None:
         assert b.model_states == 18 * n
         assert b.activations == PRESETS[name].layers * activation_bytes(
             name, seq_len=1024, micro_batch_size=1
-        )
+        ) + head_activation_bytes(name, seq_len=1024, micro_batch_size=1)
         assert b.logits == logits_bytes(name, seq_len=1024, micro_batch_size=1)
 
 

@@ -15,7 +15,8 @@ layers, and the unsharded gradients and reduce-scatter inputs of backward
 layer's at s/cp tokens times the layers of the chunks Megatron-Core's schedule
 keeps in flight (:func:`infralens.pipeline_memory.layers_in_flight`), plus, with
 recomputation, what the layer whose backward runs has rebuilt; the last stage adds
-the fp32 logits. The busiest stage is reported.
+what the final norm and the output layer save and the loss's fp32 logit-sized
+tensors at its peak (:mod:`infralens.head_memory`). The busiest stage is reported.
 
 >>> from infralens.plan import ParallelPlan
 >>> job = dict(seq_len=8192, micro_batch_size=1, recompute="full", sequence_parallel=True)
@@ -38,7 +39,8 @@ from infralens.fp8 import saved_activation_change, state_bytes
 from infralens.fsdp import Unit
 from infralens.fsdp_memory import gradient_buffer_peak
 from infralens.hardware import GPUS
-from infralens.memory import _model, activation_bytes, logits_bytes
+from infralens.head_memory import head_activation_bytes, loss_peak_bytes
+from infralens.memory import _model, activation_bytes
 from infralens.model import TransformerConfig
 from infralens.pipeline_memory import chunk_layers, layers_in_flight
 from infralens.plan import ParallelPlan
@@ -153,7 +155,8 @@ def gpu_memory(
 
     model states = recipe bytes per parameter (over dp·cp) × parameters on the GPU + fixed bytes
     activations  = ``activation_bytes`` at s/cp × layers in flight + one rebuilt layer
-    logits       = ``logits_bytes`` at s/cp on the last stage (3× for an eager fp32 loss)
+    head         = ``head_activation_bytes`` at s/cp on the last stage, in activations
+    logits       = ``loss_peak_bytes`` at s/cp on the last stage (1, 3 or 4 fp32 copies)
 
     The rebuilt layer is the one whose backward runs: what it saves without
     recomputation less what the policy kept (0 without recomputation). The layers in
@@ -217,13 +220,15 @@ def gpu_memory(
     # the layer whose backward runs also holds what recomputation rebuilt: what it saves
     # without recomputation, less what the policy kept
     working = saved("none") - act
-    logits = logits_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp)
-    logits *= 3 if r.loss == "eager" else 1  # PyTorch's backward: two more fp32 logit tensors
+    logits = loss_peak_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, loss=r.loss)
+    head = head_activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=who,
+                                 sequence_parallel=sequence_parallel)  # fmt: skip
     stages = []
     for i, chunk in enumerate(split):  # activations: layers of the chunks in flight
         units = layers_in_flight(i, plan.pp, chunk, microbatches=microbatches)
         stage = _stage(m, plan, r, i, sum(chunk), units, act, logits)
-        stages.append(replace(stage, activations=stage.activations + working))
+        held = working + (head if i == plan.pp - 1 else 0)  # the last stage keeps the head's
+        stages.append(replace(stage, activations=stage.activations + held))
     return max(stages, key=lambda b: b.total)
 
 

@@ -53,7 +53,6 @@ __all__ = [
     "activation_bytes",
     "activation_bytes_per_layer",
     "bytes_per_parameter",
-    "logits_bytes",
 ]
 
 RECOMPUTE = ("none", "selective", "full")
@@ -253,31 +252,6 @@ def activation_bytes(
     mlp = (3 if who == "megatron" else 4) if m.gated_mlp else 2
     return _ceil(total + Fraction(attn + mlp * e * sb * f, t))
     # [end:saved-tensors]
-
-
-def logits_bytes(
-    model: TransformerConfig | str, *, seq_len: int, micro_batch_size: int, tp: int = 1
-) -> int:
-    """Bytes the loss keeps for backward: the fp32 log-softmax of the logits, 4·s·b·V/t.
-
-    Cross-entropy on logits upcast to fp32 saves its s·b·V fp32 output (a
-    vocabulary-parallel output layer divides V by t); the output layer's
-    input, s·b·h, is counted as the last layer's.
-
-    >>> logits_bytes("llama3-8b", seq_len=8192, micro_batch_size=1) / 10**9
-    4.202692608
-    >>> logits_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, tp=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: tp must be >= 1, got 0
-
-    Raises ``ValueError`` for a size below 1.
-    """
-    m = _model(model)
-    s = positive_int("seq_len", seq_len)
-    b = positive_int("micro_batch_size", micro_batch_size)
-    t = positive_int("tp", tp)
-    return _ceil(Fraction(4 * s * b * m.vocab_size, t))
 
 
 def _ceil(x: Fraction) -> int:

@@ -36,7 +36,8 @@ from torch.utils.checkpoint import (  # noqa: E402
     create_selective_checkpoint_contexts,
 )
 
-from infralens.memory import activation_bytes, logits_bytes  # noqa: E402
+from infralens.head_memory import logits_bytes  # noqa: E402
+from infralens.memory import activation_bytes  # noqa: E402
 from infralens.model import TransformerConfig  # noqa: E402
 
 # (b, s, h, heads, kv_heads, ffn)
