@@ -1,4 +1,4 @@
-"""infralens.diagnosis on the shipped traces, and its error paths."""
+"""infralens.diagnosis on the shipped traces, its error paths, and the failure checklists."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 from infralens.diagnosis import (
-    COLLECT_FIRST,
-    FAILURE_CHECKLIST,
     STARTER_TRACES,
     RankStep,
     Trace,
@@ -17,6 +15,7 @@ from infralens.diagnosis import (
     load_trace,
     scaling_efficiency,
 )
+from infralens.failure_checklist import COLLECT_FIRST, FAILURE_CHECKLIST
 
 
 @pytest.mark.parametrize(

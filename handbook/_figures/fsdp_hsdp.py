@@ -5,8 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.device_mesh import sharding_step
 from infralens.fsdp import Unit
+from infralens.hsdp import sharding_step
 from infralens.topology import Cluster
 
 # Llama 3 8B's 32 decoder layers, one unit each (the section's running example)

@@ -1,4 +1,4 @@
-"""Device meshes: each rank's shard on an N-D mesh, the groups of each mesh dimension, and HSDP.
+"""Device meshes: each rank's shard on an N-D mesh, and the groups and links of each mesh dimension.
 
 ``init_device_mesh("cuda", shape)`` lays ranks out row-major, as
 ``torch.arange(world).view(shape)`` does (PyTorch 2.13): the last mesh
@@ -8,10 +8,8 @@ A DTensor places a tensor on the mesh with one placement per mesh dimension:
 ``"R"`` (``Replicate()``) or ``"S(d)"`` (``Shard(d)``), which splits tensor
 dim *d* with ``torch.chunk``'s rule (:mod:`infralens.sharding`).
 
-HSDP is FSDP2 on a 2-D mesh ``(replicate, shard)``: parameters, gradients and
-optimizer state are sharded over the inner dimension and replicated over the
-outer one; gradients are reduce-scattered inside a shard group and the shards
-all-reduced across replicas (hybrid sharding in Zhao et al. 2023).
+One step of FSDP2 or HSDP on a ``(replicate, shard)`` mesh, its collectives
+on each mesh dimension and its state per GPU, is :mod:`infralens.hsdp`.
 
 >>> mesh_groups((2, 4), 1), mesh_groups((2, 4), 0)[:2]
 ([[0, 1, 2, 3], [4, 5, 6, 7]], [[0, 4], [1, 5]])
@@ -28,26 +26,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import ceil, prod
+from math import prod
 
 from infralens._typecheck import typed
-from infralens._validate import describe, divisible, nonnegative_int, positive_int, rank_in
-from infralens.fsdp import Unit, unit_padded_numel
-from infralens.memory import bytes_per_parameter
-from infralens.nccl import predict
+from infralens._validate import describe, nonnegative_int, positive_int, rank_in
 from infralens.plan import ParallelPlan
 from infralens.sharding import chunk_size
 from infralens.topology import Cluster
 
 __all__ = [
-    "MeshCollective",
     "MeshDim",
-    "ShardingStep",
     "fsdp_tp_local_shape",
     "local_shape",
     "mesh_dims",
     "mesh_groups",
-    "sharding_step",
 ]
 
 _SHARD = re.compile(r"^S\((\d+)\)$")
@@ -230,103 +222,3 @@ def mesh_dims(
         link = "network" if slow else "nvlink"
         out.append(MeshDim(name, dims[k], tuple(tuple(g) for g in groups), link))
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class MeshCollective:
-    """One kind of NCCL call a step issues on one mesh dimension.
-
-    ``nbytes`` is one call's nccl-tests size; ``seconds`` is all ``calls``
-    of it, priced with :func:`infralens.nccl.predict` on one group.
-    """
-
-    dim: str
-    op: str
-    nbytes: int
-    calls: int
-    group_size: int
-    link: str
-    seconds: float
-
-
-@dataclass(frozen=True)
-class ShardingStep:
-    """FSDP2's collectives in one step on a ``(replicate, shard)`` mesh, and its state per GPU."""
-
-    replicate: int
-    shard: int
-    collectives: tuple[MeshCollective, ...]
-    state_bytes: int
-
-    @property
-    def seconds(self) -> float:
-        """Time of every collective, none overlapped."""
-        return sum(c.seconds for c in self.collectives)
-
-
-@typed
-def sharding_step(
-    cluster: Cluster,
-    units: Sequence[Unit],
-    *,
-    shard: int,
-    param_bytes: int = 2,
-    reduce_bytes: int = 4,
-    reshard_after_forward: bool = True,
-) -> ShardingStep:
-    """Collectives and per-GPU model state of one step of FSDP2 (``shard`` = all GPUs) or HSDP.
-
-    The mesh is ``(replicate, shard)`` with ``replicate = world / shard``.
-    Per unit and step, over the shard group: an all-gather of the padded unit
-    in ``param_bytes`` before forward and again before backward (once without
-    *reshard_after_forward*), and a reduce-scatter of its gradient in
-    ``reduce_bytes``; with ``replicate > 1`` also an all-reduce of the
-    gradient shard (``padded / shard`` elements) over the replicate group.
-    ``state_bytes`` is the ``"fsdp2"`` recipe's 16 bytes per parameter
-    divided by ``shard``, not by the world (:func:`infralens.memory.bytes_per_parameter`).
-
-    >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
-    >>> hsdp = sharding_step(c, [Unit("block", ((4096, 4096),))] * 4, shard=8)
-    >>> for x in hsdp.collectives:
-    ...     print(x.dim, x.op, x.nbytes, x.calls, x.group_size, x.link)
-    shard all_gather 33554432 8 8 nvlink
-    shard reduce_scatter 67108864 4 8 nvlink
-    replicate all_reduce 8388608 4 2 network
-    >>> full = sharding_step(c, [Unit("block", ((4096, 4096),))] * 4, shard=16)
-    >>> full.replicate, [x.op for x in full.collectives], full.state_bytes * 2 == hsdp.state_bytes
-    (1, ['all_gather', 'reduce_scatter'], True)
-    >>> sharding_step(c, [Unit("block", ((8,),))], shard=6)
-    Traceback (most recent call last):
-    ...
-    ValueError: world_size must be divisible by shard: 16 % 6 = 4
-
-    Raises ``ValueError`` for *shard* below 1 or not dividing the cluster's
-    GPUs, no units, or byte sizes below 1.
-    """
-    world = cluster.world_size
-    s = positive_int("shard", shard)
-    divisible("world_size", world, "shard", s)
-    if not units:
-        raise ValueError("units must hold at least one Unit")
-    pb, rb = positive_int("param_bytes", param_bytes), positive_int("reduce_bytes", reduce_bytes)
-    r = world // s
-    replicate_dim, shard_dim = mesh_dims(cluster, (r, s), ("replicate", "shard"))
-    where = {d.name: (d.groups[0], d.link) for d in (replicate_dim, shard_dim)}
-    gathers = 2 if reshard_after_forward else 1
-    totals: dict[tuple[str, str, int], int] = {}
-    for unit in units:
-        padded = unit_padded_numel(unit, s)
-        calls = [("shard", "all_gather", padded * pb, gathers)]
-        calls.append(("shard", "reduce_scatter", padded * rb, 1))
-        if r > 1:
-            calls.append(("replicate", "all_reduce", padded // s * rb, 1))
-        for dim, op, nbytes, n in calls:
-            totals[(dim, op, nbytes)] = totals.get((dim, op, nbytes), 0) + n
-    out = []
-    for (dim, op, nbytes), n in totals.items():
-        group, link = where[dim]
-        seconds = n * predict(op, nbytes, cluster, group).seconds
-        out.append(MeshCollective(dim, op, nbytes, n, len(group), link, seconds))
-    params = sum(u.numel for u in units)
-    state = ceil(bytes_per_parameter("fsdp2", dp_size=s) * params)
-    return ShardingStep(r, s, tuple(out), state)

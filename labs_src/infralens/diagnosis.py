@@ -1,4 +1,4 @@
-"""Diagnosing slow distributed jobs from per-rank timings, and where to look when one fails.
+"""Diagnosing slow distributed jobs from per-rank timings, and measuring how they scale.
 
 A trace holds, for each step and rank, the seconds spent computing, waiting
 in collectives (exposed communication) and waiting for input data. The
@@ -12,6 +12,9 @@ medians over steps decide the verdict, in this order:
 3. **communication-bound**: exposed collective time is the largest term of
    the step, larger than compute (the handbook's one meaning of "bound by");
 4. otherwise **compute-bound**.
+
+What to collect and read first when a job fails rather than slows is
+:mod:`infralens.failure_checklist`.
 
 >>> trace = load_trace(STARTER_TRACES / "straggler.json")
 >>> verdict = classify(trace)
@@ -44,8 +47,6 @@ from infralens._validate import (
 )
 
 __all__ = [
-    "COLLECT_FIRST",
-    "FAILURE_CHECKLIST",
     "MAX_TRACE_BYTES",
     "STARTER_TRACES",
     "Diagnosis",
@@ -257,66 +258,3 @@ def scaling_efficiency(step_seconds: Mapping[int, float], *, weak: bool = True) 
         n: round(t0 / t if weak else t0 * base / (t * n), 3)
         for n, t in sorted(step_seconds.items())
     }
-
-
-COLLECT_FIRST: Sequence[tuple[str, str]] = (
-    (
-        "flight-recorder dumps from every rank",
-        "TORCH_NCCL_DUMP_ON_TIMEOUT=1 with TORCH_NCCL_ENABLE_MONITORING=1 writes them on a "
-        "watchdog timeout (PyTorch 2.13); torchfrtrace finds the first collective not started "
-        "everywhere and the ranks missing from it",
-    ),
-    (
-        "NCCL_DEBUG=INFO output from every rank",
-        "NCCL's version, topology detection, algorithm and network choices, and the warnings "
-        "and errors it reports; NCCL_DEBUG_FILE writes one file per host and process",
-    ),
-    (
-        "GPU error logs from every node",
-        "Xid lines in the kernel log, ECC error counts and pending or failed row remaps "
-        "(nvidia-smi, NVML)",
-    ),
-    (
-        "per-rank step times",
-        "compute, collective wait and data wait per rank and step, to tell a slow rank from a "
-        "slow link",
-    ),
-)
-"""(what to collect, what it shows): gather these before restarting, from all ranks."""
-
-# [start:checklist]
-FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
-    (
-        "hang or NCCL timeout",
-        "every rank's flight-recorder dump: the first collective sequence number not started "
-        "everywhere, and the ranks missing from it",
-        "the ranks that report the timeout are waiting; the culprit may report nothing",
-    ),
-    (
-        "GPU fault",
-        "the kernel log's Xid lines and the ECC and row-remapping counters on every node",
-        "the faulty GPU's rank may die silently; the others only time out in a collective",
-    ),
-    (
-        "launch mismatch",
-        "every rank's launch line: world size, rank, master address and port",
-        "rank 0 only shows it is waiting for peers that never joined",
-    ),
-    (
-        "one rank out of memory",
-        "per-rank logs for the OOM message and that rank's batch and stage",
-        "the other ranks only report a broken or timed-out collective",
-    ),
-    (
-        "slow step or straggler",
-        "per-rank step times split into compute, collective wait and data wait",
-        "every rank's step is equally long; only the split shows which rank or link is slow",
-    ),
-    (
-        "checkpoint corruption",
-        "the checkpoint metadata: every tensor's chunks must tile its shape",
-        "rank 0 loads its own shard fine; the broken chunk belongs to another rank",
-    ),
-)
-"""(failure, what to read first, why rank 0's log is not enough)."""
-# [end:checklist]

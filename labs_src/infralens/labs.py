@@ -135,7 +135,7 @@ LABS: tuple[Lab, ...] = (
     _lab(11, "Expert parallel", "EP", ("experts", "expert_dispatch"), "expert-parallel"),
     _lab(12, "64-GPU design worksheet", "Cluster", ("design",), "cluster-design"),
     _lab(13, "Sharded checkpoints", "Operations", ("checkpoint",), "checkpoints"),
-    _lab(14, "Diagnosis", "Operations", ("diagnosis",), "diagnosis"),
+    _lab(14, "Diagnosis", "Operations", ("diagnosis", "failure_checklist"), "diagnosis"),
     _lab(15, "Inside NCCL", "Cluster", ("nccl",), "nccl"),
     _lab(16, "Step time and MFU", "Cluster", ("step", "compute"), "step-time", "step"),
     _lab(17, "Memory and precision", "Cluster", ("fit", "memory", "precision"), "memory"),

@@ -1,4 +1,4 @@
-"""infralens.device_mesh against a 2 x 2 DeviceMesh on four gloo ranks.
+"""infralens.device_mesh and infralens.hsdp against a 2 x 2 DeviceMesh on four gloo ranks.
 
 One group builds the meshes and places tensors with ``distribute_tensor``,
 composes tensor parallelism with FSDP2 on a ``("dp", "tp")`` mesh, and runs
@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
 from infralens import device_mesh  # noqa: E402
 from infralens.fsdp import Unit  # noqa: E402
+from infralens.hsdp import sharding_step  # noqa: E402
 
 WORLD = 4
 MESH = (2, 2)
@@ -160,7 +161,7 @@ def test_hsdp_collectives_run_on_the_predicted_groups() -> None:
 
     units = [Unit(str(k), ((o, i), (o,))) for k, (i, o) in enumerate(HSDP_LAYERS)]
     cluster = Cluster(nodes=2, gpus_per_node=2)  # a 2 x 2 mesh: shard inside, replicate across
-    step = device_mesh.sharding_step(cluster, units, shard=MESH[1], param_bytes=1, reduce_bytes=1)
+    step = sharding_step(cluster, units, shard=MESH[1], param_bytes=1, reduce_bytes=1)
     expected = Counter[tuple[str, int, int]]()
     for c in step.collectives:
         expected[(c.op, c.group_size, c.nbytes)] += c.calls
