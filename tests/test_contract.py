@@ -343,6 +343,7 @@ def test_the_ranked_long_context_plans_stay_below_the_dense_peak() -> None:
 
 def _reproducers() -> list[tuple[str, Callable[[], Any], str]]:
     from infralens import goodput, memory, nccl, operations, sharding, step
+    from infralens import pipeline_orders as po
     from infralens import pipeline_schedules as ps
     from infralens.fit import Breakdown, fits
     from infralens.model import TransformerConfig
@@ -363,7 +364,7 @@ def _reproducers() -> list[tuple[str, Callable[[], Any], str]]:
         ("unknown axis", lambda: step.group_of(ParallelPlan(tp=8), "bogus"), "axis"),
         (
             "chunks blow-up",
-            lambda: ps.schedule_order("interleaved", stages=2, microbatches=2, chunks=10**12),
+            lambda: po.schedule_order("interleaved", stages=2, microbatches=2, chunks=10**12),
             "chunks",
         ),
         ("rank grid", lambda: ParallelPlan(tp=10**12).groups("tp"), "world_size"),

@@ -1,4 +1,4 @@
-"""Invariants, error paths and paper numbers of infralens.pipeline_schedules.
+"""Invariants, error paths and paper numbers of infralens.pipeline_orders and pipeline_schedules.
 
 The simulated timelines are checked against the closed forms of infralens.pipeline.
 """
@@ -13,14 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infralens.pipeline import bubble_fraction, idle_fraction, zb_h1_bubble_fraction
-from infralens.pipeline_schedules import (
-    SCHEDULES,
-    measured_bubble,
-    measured_idle,
-    schedule_order,
-    simulate,
-    torch_round_size,
-)
+from infralens.pipeline_orders import SCHEDULES, schedule_order, torch_round_size
+from infralens.pipeline_schedules import measured_bubble, measured_idle, simulate
 
 sizes = st.integers(1, 6)
 

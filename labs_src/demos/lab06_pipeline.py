@@ -8,7 +8,7 @@ Run with torchrun (gloo on CPU, NCCL on GPUs)::
 Every rank holds two chunks (v = 2) of a small stack of ``Linear`` layers and
 runs one training step of PyTorch's ``ScheduleInterleaved1F1B`` with 8
 microbatches. Each rank records the forwards and backwards its stages actually
-execute and prints them next to ``infralens.pipeline_schedules.schedule_order``'s
+execute and prints them next to ``infralens.pipeline_orders.schedule_order``'s
 prediction, with the bubble fraction the package predicts for the step. The
 script exits 1 on any rank whose executed order differs.
 """
@@ -22,7 +22,7 @@ from _demo import finish, start
 from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
 
 from infralens.pipeline import bubble_fraction
-from infralens.pipeline_schedules import schedule_order
+from infralens.pipeline_orders import schedule_order
 
 CHUNKS = 2
 MICROBATCHES = 8

@@ -119,7 +119,7 @@ LABS: tuple[Lab, ...] = (
         6,
         "Pipeline schedules",
         "PP",
-        ("pipeline", "pipeline_schedules"),
+        ("pipeline", "pipeline_orders", "pipeline_schedules"),
         "pipeline-parallel",
     ),
     _lab(7, "3D parallel plan", "Cluster", ("plan",), "3d-parallelism"),

@@ -6,9 +6,9 @@ answers which layers sit on which stage and what the published formulas
 say the bubble costs: Narayanan et al.'s idle time over compute time, the
 idle share of the step (GPipe's form), and ZB-H1's bubble (Qi et al. 2024).
 
-The schedule simulator that checks these formulas (per-stage orders for
-GPipe, 1F1B, interleaved 1F1B and ZB-H1, their timelines, measured bubbles
-and activations in flight) lives in ``infralens.pipeline_schedules``.
+The per-stage orders for GPipe, 1F1B, interleaved 1F1B and ZB-H1 live in
+``infralens.pipeline_orders``; the simulator that times them to check these formulas
+(timelines, measured bubbles, activations in flight) in ``infralens.pipeline_schedules``.
 
 >>> from infralens.pipeline import assign_layers, bubble_fraction, idle_fraction
 >>> bubble_fraction(stages=4, microbatches=8), idle_fraction(stages=4, microbatches=8)

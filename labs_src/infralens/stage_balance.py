@@ -29,7 +29,7 @@ from infralens._validate import divisible, nonnegative_number, positive_int
 from infralens.compute import model_flops_per_token
 from infralens.model import TransformerConfig
 from infralens.pipeline import assign_layers
-from infralens.pipeline_schedules import schedule_order
+from infralens.pipeline_orders import schedule_order
 
 MAX_ACTIONS = 10**5
 """Most stages x microbatches :func:`step_time` simulates (each is two timed actions)."""

@@ -11,7 +11,7 @@ from tests.runtime.harness import SKIP_REASON, run_torchrun
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
-from infralens.pipeline_schedules import schedule_order  # noqa: E402
+from infralens.pipeline_orders import schedule_order  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "labs_src" / "demos" / "lab06_pipeline.py"

@@ -1,4 +1,4 @@
-"""infralens.pipeline_schedules' interleaved order against PyTorch 2.13's ScheduleInterleaved1F1B.
+"""infralens.pipeline_orders' interleaved order against PyTorch 2.13's ScheduleInterleaved1F1B.
 
 Each rank builds its v ``PipelineStage`` objects (tiny ``Linear`` chunks on
 CPU, gloo group of p ranks) and constructs ``ScheduleInterleaved1F1B``; the
@@ -16,7 +16,7 @@ from tests.runtime.harness import SKIP_REASON, run_on_ranks_cached
 
 torch = pytest.importorskip("torch", reason=SKIP_REASON)
 
-from infralens.pipeline_schedules import schedule_order  # noqa: E402
+from infralens.pipeline_orders import schedule_order  # noqa: E402
 
 Row = list[tuple[str, int, int] | None]
 # (stages p, chunks v) -> microbatch counts m; m = 6 and 10 on 4 stages are
