@@ -73,7 +73,6 @@ from infralens.attention_kernels import ATTENTION_KERNELS, attention_flops_per_t
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import RECOMPUTE_MODES, gemm_flops_per_token, model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
-from infralens.fp8 import weight_quantize_bytes
 from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
@@ -88,10 +87,6 @@ __all__ = ["SCHEDULES", "estimate", "group_of"]
 
 SCHEDULES = ("1f1b", "interleaved")
 """Megatron-Core's pipeline schedules: one chunk per stage, or ``chunks`` chunks (v)."""
-
-ADAM_BYTES_PER_PARAM = 30
-"""Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
-param, m, v (12), write the bf16 copy (2)."""
 
 
 def _given(value: T | None, default: T) -> T:
@@ -265,14 +260,8 @@ def estimate(
         dp += comm.amax_reduction(cluster, amax_group(plan), chunks=n_mb * v,
                                   chunk_layers=max(1, m.layers // (plan.pp * v)))  # fmt: skip
 
-    shard_params = local / (plan.dp if zero_stage >= 1 else 1)
-    moved = shard_params * ADAM_BYTES_PER_PARAM
-    if r.precision == "fp8":  # and the block weights' casts to FP8
-        moved += weight_quantize_bytes(
-            int(local), scaling=r.scaling, stack=stack, fp8_params=r.gather_bytes == 1,
-            microbatches=n_mb,
-        )  # fmt: skip
-    optimizer = moved / gpu.hbm_bytes_per_s
+    shards = plan.dp if zero_stage >= 1 else 1  # ZeRO shards the optimizer state over DP
+    optimizer = comm.optimizer(local, gpu, r, shards=shards, stack=stack, microbatches=n_mb)
     # [end:dp]
 
     # [start:clock]
