@@ -11,7 +11,7 @@ from matplotlib.patches import Rectangle
 
 from infralens.design import fill_worksheet
 from infralens.plan_file import load_plan_file
-from infralens.worksheet import LINK_WORDS
+from infralens.worksheet_tables import LINK_WORDS
 
 plan, cluster, work = load_plan_file(Path("../../labs_src/starters/parallelism_plan.yaml"))
 assert work is not None

@@ -201,17 +201,6 @@ def invariant_broken(err: Exception) -> RuntimeError:
     return RuntimeError(f"estimate broke an invariant: {err}")
 
 
-def amax_group(plan: ParallelPlan) -> list[int]:
-    """The ranks of pipeline stage 0 that share rank 0's TP × DP × CP group (Megatron-Core's
-    amax-reduction group, ``parallel_state.get_amax_reduction_group``)."""
-    return sorted(
-        plan.rank(tp=i, cp=j, dp=k)
-        for i in range(plan.tp)
-        for j in range(plan.cp)
-        for k in range(plan.dp)
-    )
-
-
 def precision_runs(recipe: Recipe, gpu: GPU, gpu_key: str) -> None:
     """Refuse an FP8 recipe on a GPU that cannot run it: no measured FP8 ceiling, or
     MXFP8 (Blackwell's block scaling) on an earlier part."""

@@ -1,5 +1,5 @@
 """The terms of :func:`infralens.step.estimate`: a micro-batch's compute, what each axis
-sends, and how much of it the step cannot hide.
+sends, how much of it the step cannot hide, and the optimizer's step.
 
 Every function returns seconds. The collectives are priced by
 :func:`infralens.nccl.predict`; the caller passes the rank groups and sizes it
@@ -15,12 +15,18 @@ from typing import Any
 from infralens.attention_kernels import attention_seconds
 from infralens.compute import gemm_flops_per_token
 from infralens.elementwise import elementwise_bytes
-from infralens.fp8 import amax_bytes, fp8_gemm_flops_per_token, quantize_bytes
-from infralens.hardware import GPUS, matmul_ceiling
+from infralens.fp8 import (
+    amax_bytes,
+    fp8_gemm_flops_per_token,
+    quantize_bytes,
+    weight_quantize_bytes,
+)
+from infralens.hardware import GPU, GPUS, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
 from infralens.pipeline_memory import in_flight
+from infralens.recipe import Recipe
 from infralens.topology import Cluster
 
 BF16 = 2
@@ -28,6 +34,10 @@ BF16 = 2
 
 DP_BUCKET_PARAMS = 40_000_000
 """Megatron-Core's default DDP bucket: max(40M, 1M·dp) parameters (``bucket_size``)."""
+
+ADAM_BYTES_PER_PARAM = 30
+"""Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
+param, m, v (12), write the bf16 copy (2)."""
 
 
 def seconds(op: str, nbytes: int, cluster: Cluster, ranks: list[int]) -> float:
@@ -271,3 +281,18 @@ def amax_reduction(cluster: Cluster, group: list[int], *, chunk_layers: int, chu
     forward = seconds("all_reduce", amax_bytes(chunk_layers), cluster, group)
     backward = seconds("all_reduce", amax_bytes(chunk_layers, backward=True), cluster, group)
     return chunks * (forward + backward)
+
+
+def optimizer(
+    local_params: float, gpu: GPU, recipe: Recipe, *, shards: int, stack: str, microbatches: int
+) -> float:
+    """Adam's step on this GPU at HBM bandwidth: :data:`ADAM_BYTES_PER_PARAM` for each
+    parameter it updates, 1/*shards* of its *local_params* (the DP degree under ZeRO, else 1);
+    an FP8 recipe adds the block weights' casts (:func:`infralens.fp8.weight_quantize_bytes`)."""
+    moved = local_params / shards * ADAM_BYTES_PER_PARAM
+    if recipe.precision == "fp8":  # and the block weights' casts to FP8
+        moved += weight_quantize_bytes(
+            int(local_params), scaling=recipe.scaling, stack=stack,
+            fp8_params=recipe.gather_bytes == 1, microbatches=microbatches,
+        )  # fmt: skip
+    return moved / gpu.hbm_bytes_per_s

@@ -35,7 +35,7 @@ from infralens.design import Workload, fill_worksheet, render_markdown
 from infralens.model import PRESETS
 from infralens.plan import AXES, FREQUENCY, ParallelPlan
 from infralens.topology import Cluster
-from infralens.worksheet import worksheet_tables
+from infralens.worksheet_tables import worksheet_tables
 
 __all__ = [
     "MAX_PLAN_BYTES",
@@ -216,7 +216,7 @@ def worksheet_page(path: str | Path) -> str:
     """The filled worksheet of a plan file with a ``training`` section, as MyST tables.
 
     The handbook writes Lab 12's worksheet with this at build time, so its
-    numbers are the package's (:func:`infralens.worksheet.worksheet_tables`).
+    numbers are the package's (:func:`infralens.worksheet_tables.worksheet_tables`).
 
     >>> text = worksheet_page("labs_src/starters/parallelism_plan.yaml")
     >>> [row.split(" | ")[0] for row in text.splitlines() if row.startswith("| TP ")]

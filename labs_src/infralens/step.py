@@ -63,7 +63,7 @@ from typing import TypeVar
 
 from infralens import _step_checks as checks
 from infralens import _step_terms as comm
-from infralens._typecheck import typed
+from infralens._step_groups import amax_group, group_of
 from infralens._validate import (
     check_choice,
     flag,
@@ -73,11 +73,10 @@ from infralens.attention_kernels import ATTENTION_KERNELS, attention_flops_per_t
 from infralens.batch import grad_accum_steps_for
 from infralens.compute import RECOMPUTE_MODES, gemm_flops_per_token, model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
-from infralens.fp8 import weight_quantize_bytes
 from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
-from infralens.plan import AXES, ParallelPlan
+from infralens.plan import ParallelPlan
 from infralens.recipe import Recipe
 from infralens.step_result import Breakdown, Estimate
 from infralens.topology import Cluster
@@ -89,26 +88,9 @@ __all__ = ["SCHEDULES", "estimate", "group_of"]
 SCHEDULES = ("1f1b", "interleaved")
 """Megatron-Core's pipeline schedules: one chunk per stage, or ``chunks`` chunks (v)."""
 
-ADAM_BYTES_PER_PARAM = 30
-"""Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
-param, m, v (12), write the bf16 copy (2)."""
-
 
 def _given(value: T | None, default: T) -> T:
     return default if value is None else value
-
-
-@typed
-def group_of(plan: ParallelPlan, axis: str) -> list[int]:
-    """The *axis* group through rank 0, built without listing every group.
-
-    >>> group_of(ParallelPlan(tp=8, pp=4, dp=2), "pp")
-    [0, 16, 32, 48]
-    """
-    if not isinstance(plan, ParallelPlan):
-        raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
-    check_choice("axis", axis, AXES)
-    return [plan.rank(**{axis: i}) for i in range(getattr(plan, axis))]
 
 
 def estimate(
@@ -275,17 +257,11 @@ def estimate(
         grad_bytes=4 if fp32_grads else comm.BF16, gather_bytes=r.gather_bytes,
     )  # fmt: skip
     if r.scaling == "delayed":  # Transformer Engine's amax all-reduce over TP x DP x CP
-        dp += comm.amax_reduction(cluster, checks.amax_group(plan), chunks=n_mb * v,
+        dp += comm.amax_reduction(cluster, amax_group(plan), chunks=n_mb * v,
                                   chunk_layers=max(1, m.layers // (plan.pp * v)))  # fmt: skip
 
-    shard_params = local / (plan.dp if zero_stage >= 1 else 1)
-    moved = shard_params * ADAM_BYTES_PER_PARAM
-    if r.precision == "fp8":  # and the block weights' casts to FP8
-        moved += weight_quantize_bytes(
-            int(local), scaling=r.scaling, stack=stack, fp8_params=r.gather_bytes == 1,
-            microbatches=n_mb,
-        )  # fmt: skip
-    optimizer = moved / gpu.hbm_bytes_per_s
+    shards = plan.dp if zero_stage >= 1 else 1  # ZeRO shards the optimizer state over DP
+    optimizer = comm.optimizer(local, gpu, r, shards=shards, stack=stack, microbatches=n_mb)
     # [end:dp]
 
     # [start:clock]

@@ -1,0 +1,131 @@
+"""The filled worksheet as MyST tables: axes, traffic, the step's terms and memory.
+
+:func:`worksheet_tables` writes out a :class:`~infralens.worksheet.Worksheet` that
+:func:`infralens.design.fill_worksheet` filled; it prices nothing, reading every
+number from the sheet and its step estimate.
+
+>>> from infralens.design import fill_worksheet
+>>> from infralens.plan import ParallelPlan
+>>> from infralens.topology import Cluster
+>>> from infralens.worksheet import Workload
+>>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
+...              micro_batch_size=1, global_batch_size=16)
+>>> two_nodes = Cluster.from_node_shape("2_nodes_x_8_gpus")
+>>> text = worksheet_tables(fill_worksheet(ParallelPlan(tp=8, dp=2), two_nodes, w))
+>>> for line in text.splitlines():
+...     if line.startswith("```{table}"):
+...         print(line.removeprefix("```{table} "))
+Axes: degree, placement (one group's ranks) and reason
+Communication: bytes and seconds per GPU per step
+The step's terms: seconds on the critical path and share
+>>> print(text.splitlines()[-1].split(": ")[-1])
+fits, 78.2 GB spare; 8 micro-batches per replica, bubble 0.0%.
+"""
+
+from __future__ import annotations
+
+from infralens._typecheck import typed
+from infralens.step_result import Estimate
+from infralens.worksheet import STEP_TERMS, Worksheet
+
+__all__ = ["worksheet_tables"]
+
+LINK_WORDS = {"nvlink": "NVLink, inside a node", "network": "network, between nodes"}
+"""How a tier name reads in the worksheet's tables."""
+
+
+def _ranks(group: list[int]) -> str:
+    """One group's ranks: a run as ``0–7``, else listed (at most four, then ``…``)."""
+    if len(group) > 2 and group == list(range(group[0], group[-1] + 1)):
+        return f"ranks {group[0]}–{group[-1]}"
+    shown = ", ".join(str(r) for r in group[:4])
+    return f"ranks {shown}{', …' if len(group) > 4 else ''}"
+
+
+def _risk(sheet: Worksheet, e: Estimate, axis: str, link: str) -> str:
+    """What the axis's traffic costs the step, in words: exposed seconds of its total, share."""
+    exposed = e.breakdown.pp_p2p if axis == "pp" else getattr(e.breakdown, axis)
+    total = float(sum(r.seconds_per_step for r in sheet.comms if r.axis == axis))
+    share = f"{exposed:.2f} s of its {total:.2f} s exposed, {exposed / e.seconds:.1%} of the step"
+    if axis == "pp":
+        return f"a bubble of {float(sheet.bubble_fraction):.1%} of ideal compute; {share}"
+    where = "crosses nodes" if link == "network" else "stays on NVLink"
+    if axis in ("tp", "cp"):
+        return f"runs between the GEMMs of every layer and {where}: {share}"
+    return f"{where}, once per step rather than per micro-batch: {share}"
+
+
+@typed
+def worksheet_tables(sheet: Worksheet) -> str:
+    """The filled worksheet as MyST: the axis table, the traffic table and the step's terms.
+
+    Placement names one group's ranks and the slowest link it crosses; the
+    traffic table gives each collective's bytes sent per GPU per step and its
+    seconds per step before overlap (the row's own price), and its risk in
+    words from the step estimate: what stays exposed, share = term / step.
+    The step table lists every nonzero term; the largest bounds the step.
+
+    >>> from infralens.design import fill_worksheet
+    >>> from infralens.plan import ParallelPlan
+    >>> from infralens.topology import Cluster
+    >>> from infralens.worksheet import Workload
+    >>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
+    ...              micro_batch_size=1, global_batch_size=16)
+    >>> two_nodes = Cluster.from_node_shape("2_nodes_x_8_gpus")
+    >>> text = worksheet_tables(fill_worksheet(ParallelPlan(tp=8, dp=2), two_nodes, w))
+    >>> for row in text.splitlines():
+    ...     if row.startswith(("| TP |", "| DP |")):
+    ...         print(row.split(" | ")[:3])
+    ['| TP', '8', 'NVLink, inside a node: ranks 0–7']
+    ['| DP', '2', 'network, between nodes: ranks 0, 8']
+    >>> worksheet_tables(None)
+    Traceback (most recent call last):
+    ...
+    TypeError: sheet must be a Worksheet, got NoneType
+    """
+    label = {"zero": "FSDP/ZeRO"}
+    out = ["```{table} Axes: degree, placement (one group's ranks) and reason",
+           "| Axis | Degree | Placement | Reason |", "| --- | ---: | --- | --- |"]  # fmt: skip
+    for a in sheet.axes:
+        where = LINK_WORDS.get(a.placement, "no group: degree 1")
+        if a.degree > 1:
+            where += ": " + _ranks(sheet.plan.groups("dp" if a.axis == "zero" else a.axis)[0])
+        out.append(f"| {label.get(a.axis, a.axis.upper())} | {a.degree} | {where} | {a.reason} |")
+    out += ["```", "", "```{table} Communication: bytes and seconds per GPU per step",
+            "| Communication | Frequency | Preferred link | GB sent | Seconds, before overlap "
+            "| Risk |", "| --- | --- | --- | ---: | ---: | --- |"]  # fmt: skip
+    seen: set[str] = set()
+    for r in sheet.comms:
+        if r.axis == "compute":
+            continue
+        risk = r.risk if sheet.step is None else _risk(sheet, sheet.step, r.axis, r.link)
+        if r.axis in seen:
+            risk = "as the row above (same axis)"
+        seen.add(r.axis)
+        op = f"{r.axis.upper()} {r.collective.replace('_', '/' if 'send' in r.collective else '-')}"
+        link = LINK_WORDS.get(r.link, r.link)
+        if r.axis in ("tp", "cp") and r.link != "nvlink":
+            link += " (wants NVLink)"
+        out.append(
+            f"| {op} | {r.frequency} | {link} | "
+            f"{float(r.bytes_per_step) / 1e9:,.2f} | {float(r.seconds_per_step):.3f} | {risk} |"
+        )
+    out += ["```"]
+    if sheet.step is not None:
+        e = sheet.step
+        out += ["", "```{table} The step's terms: seconds on the critical path and share",
+                "| Term | Seconds | Share of step |", "| --- | ---: | ---: |"]  # fmt: skip
+        out += [
+            f"| {STEP_TERMS[name]} | {sec:.2f} | {sec / e.seconds:.1%} |"
+            for name, sec in e.breakdown.items()
+            if sec > 0
+        ]
+        out += ["```", "", f"Predicted step {e.seconds:.2f} s, MFU {e.mfu:.1%}; the largest "
+                f"term, which bounds the step: {STEP_TERMS[e.bottleneck]}."]  # fmt: skip
+    over = sheet.shortfall_bytes / 1e9
+    verdict = f"does not fit by {over:.1f} GB" if over > 0 else f"fits, {-over:.1f} GB spare"
+    out += ["", f"Memory per GPU: {sheet.model_state_bytes / 1e9:.1f} GB model states + "
+            f"{sheet.activation_bytes / 1e9:.1f} GB activations = {sheet.memory_bytes / 1e9:.1f}"
+            f" GB of {sheet.capacity_bytes / 1e9:.0f} GB: {verdict}; {sheet.microbatches} "
+            f"micro-batches per replica, bubble {float(sheet.bubble_fraction):.1%}."]  # fmt: skip
+    return "\n".join(out) + "\n"
