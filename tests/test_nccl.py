@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from infralens.collectives import bus_bandwidth_factor
 from infralens.hardware import GPUS, SYSTEMS
-from infralens.nccl import ALGORITHMS, NET_EFFICIENCY, OPS, bus_bandwidth, candidates, predict
+from infralens.nccl import ALGORITHMS, OPS, bus_bandwidth, candidates, predict
+from infralens.nccl_cost import NET_EFFICIENCY
 from infralens.topology import Cluster
 from infralens.validation import check_nccl, load_nccl_rows, medians
 

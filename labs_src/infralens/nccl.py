@@ -11,8 +11,8 @@ come from the hardware presets: NVLink per GPU as NCCL's topology counts it,
 and, between NVLink domains, the node's network adapters. A ring enters
 and leaves each node once per channel and NCCL spreads its channels over
 every adapter, so a ring's cross-node bus bandwidth is the node's adapters
-added up, not one adapter's. That cost model is ``infralens._nccl_cost``,
-which sets the two efficiencies exported here (``NET_EFFICIENCY``,
+added up, not one adapter's. That cost model is :mod:`infralens.nccl_cost`,
+which also sets the two efficiencies (``NET_EFFICIENCY``,
 ``NVLS_EFFICIENCY``); this module holds the ops, algorithms and protocols, the
 search for the cheapest pair, and what nccl-tests prints.
 
@@ -35,24 +35,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infralens._nccl_cost import (
-    NET_EFFICIENCY,
-    NVLS_EFFICIENCY,
+from infralens._typecheck import check_fields
+from infralens._validate import check_choice, nonnegative_int
+from infralens.collectives import bus_bandwidth_factor
+from infralens.nccl_cost import (
     _algbw,
     _group,
     _latency_us,
     _shape,
 )
-from infralens._typecheck import check_fields
-from infralens._validate import check_choice, nonnegative_int
-from infralens.collectives import bus_bandwidth_factor
 from infralens.topology import Cluster
 
 __all__ = [
     "ALGORITHMS",
     "LATENCY_SCALE",
-    "NET_EFFICIENCY",
-    "NVLS_EFFICIENCY",
     "OPS",
     "PROTOCOLS",
     "Prediction",

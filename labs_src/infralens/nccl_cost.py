@@ -6,8 +6,8 @@ ranks, NVLink domains spanned, and the NVLink and network bandwidth a rank and a
 domain reach. ``_latency_us`` and ``_algbw`` give one algorithm and protocol's
 latency and algorithm bandwidth on that shape. The latencies, link bandwidths and
 per-protocol factors are NCCL's own constants, each cited where it is set; the two
-efficiencies, which :mod:`infralens.nccl` exports, say how much of NCCL's NVLink
-figure and of an adapter's line rate a run reaches. The op and the algorithm arrive
+efficiencies, :data:`NVLS_EFFICIENCY` and :data:`NET_EFFICIENCY`, say how much of
+NCCL's NVLink figure and of an adapter's line rate a run reaches. The op and the algorithm arrive
 checked; the cluster and the ranks are checked here.
 """
 
@@ -21,6 +21,8 @@ from fractions import Fraction
 from itertools import islice
 
 from infralens.topology import Cluster
+
+__all__ = ["NET_EFFICIENCY", "NVLS_EFFICIENCY"]
 
 # NCCL 2.30.7, src/graph/tuning.cc: base latency per algorithm and protocol (LL, LL128,
 # Simple), and hardware latency per hop over NVLink and over the network, in microseconds.
