@@ -4,22 +4,10 @@
 :func:`infralens.design.fill_worksheet` filled; it prices nothing, reading every
 number from the sheet and its step estimate.
 
->>> from infralens.design import fill_worksheet
->>> from infralens.plan import ParallelPlan
->>> from infralens.topology import Cluster
->>> from infralens.worksheet import Workload
->>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
-...              micro_batch_size=1, global_batch_size=16)
->>> two_nodes = Cluster.from_node_shape("2_nodes_x_8_gpus")
->>> text = worksheet_tables(fill_worksheet(ParallelPlan(tp=8, dp=2), two_nodes, w))
->>> for line in text.splitlines():
-...     if line.startswith("```{table}"):
-...         print(line.removeprefix("```{table} "))
-Axes: degree, placement (one group's ranks) and reason
-Communication: bytes and seconds per GPU per step
-The step's terms: seconds on the critical path and share
->>> print(text.splitlines()[-1].split(": ")[-1])
-fits, 78.2 GB spare; 8 micro-batches per replica, bubble 0.0%.
+How each link reads in the tables:
+
+>>> LINK_WORDS["nvlink"], LINK_WORDS["network"]
+('NVLink, inside a node', 'network, between nodes')
 """
 
 from __future__ import annotations
@@ -78,6 +66,14 @@ def worksheet_tables(sheet: Worksheet) -> str:
     ...         print(row.split(" | ")[:3])
     ['| TP', '8', 'NVLink, inside a node: ranks 0–7']
     ['| DP', '2', 'network, between nodes: ranks 0, 8']
+    >>> for line in text.splitlines():
+    ...     if line.startswith("```{table}"):
+    ...         print(line.removeprefix("```{table} "))
+    Axes: degree, placement (one group's ranks) and reason
+    Communication: bytes and seconds per GPU per step
+    The step's terms: seconds on the critical path and share
+    >>> print(text.splitlines()[-1].split(": ")[-1])
+    fits, 78.2 GB spare; 8 micro-batches per replica, bubble 0.0%.
     >>> worksheet_tables(None)
     Traceback (most recent call last):
     ...
