@@ -183,6 +183,8 @@ latex_elements = {
     "pointsize": "10pt",
     "releasename": "Version",
     "sphinxsetup": "verbatimwrapslines=true, verbatimforcewraps=true",
+    # code at 8 pt: a package line (ruff's 100 columns) fits the box with its number
+    "fvset": r"\fvset{fontsize=\footnotesize}",
     "preamble": r"""
 \DeclareUnicodeCharacter{03A8}{\ensuremath{\Psi}}
 \DeclareUnicodeCharacter{03C8}{\ensuremath{\psi}}

@@ -1,9 +1,10 @@
-"""Every line of a page's doctest fits the PDF's code box: at most 86 characters.
+"""Every line of a page's doctest fits on screen and on paper: at most 86 characters.
 
-The LaTeX build wraps a longer line with a continuation arrow, and the HTML
-scrolls it sideways; both cost the reader the line they are reading. The width
-counts the Markdown indentation, since a block inside a list item is set that
-much narrower.
+The HTML scrolls a longer line sideways in a narrow window, and the LaTeX build
+wraps one longer than its code box (8 pt code, about 98 characters with a line
+number) with a continuation arrow; either costs the reader the line they are
+reading. The width counts the Markdown indentation, since a block inside a list
+item is set that much narrower.
 """
 
 from __future__ import annotations
