@@ -8,7 +8,7 @@ Float8 linears. Two comparisons on the eager runs (the others in test_fp8.py):
   and without recomputation, and above the prediction with torchtitan's
   op-level selective checkpointing, the policy the runs used; that
   prediction, with the eager fp32 loss's backward counted, is within 10 % of
-  each row (4-5 % below when written: the measurement is reserved memory,
+  each row (2-3 % below when written: the measurement is reserved memory,
   which also holds the allocator's cache and the CUDA context), and
 - the difference between the two runs, where activations, logits, the
   gathered root and the gradient buffers cancel, is the model-state saving

@@ -35,7 +35,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from infralens._validate import check_choice, divisible, flag, positive_int
-from infralens.memory import STACKS, _model
+from infralens.memory import STACKS, _ceil, _model
 from infralens.model import TransformerConfig
 
 __all__ = ["LOSS_COPIES", "head_activation_bytes", "logits_bytes", "loss_peak_bytes"]
@@ -144,7 +144,3 @@ def head_activation_bytes(
     stats = 8 if m.norm == "layernorm" else 4
     norm = Fraction(e * sb * m.hidden + stats * sb, seq_t)
     return _ceil(norm + Fraction(e * sb * m.hidden, col_t))
-
-
-def _ceil(x: Fraction) -> int:
-    return -(-x.numerator // x.denominator)
