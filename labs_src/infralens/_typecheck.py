@@ -54,11 +54,16 @@ def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | No
     by its ends, its length counted against the budget. An int or Fraction beyond
     ``MAX_INT``, or a container over the budget, raises :class:`_Refused`.
     """
+    if type(value) is hint:  # an exact instance: nothing to walk, an int's size to check
+        if hint is int and value.bit_length() <= 63:  # type: ignore[attr-defined]
+            return True
+        if hint not in _NUMBERS:
+            return True
     if budget is None:
         budget = [MAX_ITEMS]
     if hint is typing.Any or isinstance(hint, TypeVar) or depth > 4:
         return True
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    origin, args = _parts(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_matches(value, a, depth, budget) for a in args)
     if hint is None or hint is type(None):
@@ -118,6 +123,20 @@ def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | No
             for k, v in value.items()
         )
     return isinstance(value, origin)
+
+
+_PARTS: dict[object, tuple[typing.Any, tuple[typing.Any, ...]]] = {}
+
+
+def _parts(hint: object) -> tuple[typing.Any, tuple[typing.Any, ...]]:
+    """``typing.get_origin`` and ``typing.get_args`` of *hint*, worked out once per hint."""
+    try:
+        return _PARTS[hint]
+    except KeyError:
+        _PARTS[hint] = (typing.get_origin(hint), typing.get_args(hint))
+    except TypeError:  # an unhashable annotation
+        return typing.get_origin(hint), typing.get_args(hint)
+    return _PARTS[hint]
 
 
 def _spend(budget: list[int], items: int) -> None:
@@ -242,17 +261,31 @@ def typed(fn: Callable[P, R]) -> Callable[P, R]:
     """
     sig = inspect.signature(fn)
     hints: dict[str, object] | None = None
+    params = sig.parameters.values()
+    # Without *args, **kwargs or positional-only parameters, a call binds by name alone.
+    plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+    positional = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
+    required = {p.name for p in params if p.default is p.empty}
+
+    def _arguments(args: tuple[object, ...], kwargs: dict[str, object]) -> dict[str, object]:
+        if plain and len(args) <= len(positional):
+            given = dict(zip(positional, args, strict=False))
+            if given.keys().isdisjoint(kwargs) and kwargs.keys() <= sig.parameters.keys():
+                given.update(kwargs)
+                if required <= given.keys():
+                    return given
+        try:  # anything else, and every mistake, goes through inspect for its message
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as err:
+            raise TypeError(f"{getattr(fn, '__name__', 'call')}(): {err}") from None
+        return bound.arguments
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         nonlocal hints
         if hints is None:
             hints = typing.get_type_hints(fn)
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as err:
-            raise TypeError(f"{getattr(fn, '__name__', 'call')}(): {err}") from None
-        for name, value in bound.arguments.items():
+        for name, value in _arguments(args, kwargs).items():
             hint = hints.get(name)
             kind = sig.parameters[name].kind
             if hint is None or kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD):

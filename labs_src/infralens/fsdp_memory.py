@@ -114,10 +114,13 @@ def gradient_buffer_peak(
         raise ValueError(f"head_params must be in range(0, {n + 1}), got {head_params}")
     head = e * sum(_prod(s) for s in root.param_shapes[n - head_params :])
     peak, held = head, 0
+    rs_input: dict[Unit, int] = {}  # a model repeats one layer's unit: pad each kind once
     for u in reversed(units):
         grad = e * u.numel
-        peak = max(peak, head + held + grad, head + grad + 4 * unit_padded_numel(u, w))
-        held = 4 * unit_padded_numel(u, w)
+        if u not in rs_input:
+            rs_input[u] = 4 * unit_padded_numel(u, w)
+        peak = max(peak, head + held + grad, head + grad + rs_input[u])
+        held = rs_input[u]
     grad = e * root.numel  # the root's post-backward reduces all of its gradients
     return max(peak, held + grad, grad + 4 * unit_padded_numel(root, w))
 

@@ -205,6 +205,8 @@ def layers_in_flight(
                 f"microbatches must be divisible by pp with chunks > 1: {m} % {p} = {m % p}"
             )
         m = min(m, enough)
+    if len(set(counts)) == 1:  # equal chunks: the closed form, no walk
+        return min(warm + 1, m * v) * counts[0]
     total = m * v
     warm = min(warm, total)
     live = peak = 0
