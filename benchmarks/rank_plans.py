@@ -1,7 +1,7 @@
 """Benchmark: rank every feasible plan for Llama 3 405B on 16,384 H100s by step time.
 
-Run: ``PYTHONPATH=labs_src python benchmarks/rank_plans.py``. Issue 13 asks for
-under one second; this prints the time, it is not a timed test.
+Run: ``PYTHONPATH=labs_src python benchmarks/rank_plans.py``. The goal is under one
+second; this prints the time, it is not a timed test.
 """
 
 from __future__ import annotations

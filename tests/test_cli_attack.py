@@ -64,7 +64,7 @@ def plan(tmp_path: Path, text: str | bytes, name: str = "plan.yaml") -> Path:
         (
             "world_size: 1000000000000\nnode_shape: 125000000000_nodes_x_8_gpus\n"
             "parallelism: {tp_size: 8, dp_size: 125000000000}\n",
-            "at most 8192",
+            "at most 32768",
         ),
         (
             "world_size: 64\nnode_shape: 1000000_nodes_x_8_gpus\nparallelism: {tp_size: 8}\n",

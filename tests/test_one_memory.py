@@ -90,6 +90,34 @@ def test_rank_shows_a_schedule_only_with_a_pipeline() -> None:
     assert "closer than the step model can tell apart" in done.stdout
 
 
+def test_rank_splits_layers_that_do_not_divide_and_its_row_runs_at_16384_gpus(
+    tmp_path: Path,
+) -> None:
+    # 126 layers divide by no power of two above 2: the embedding and the loss take a slot
+    # each, so 128 slots split over 4 to 128 stages, as Megatron-Core's flags split them.
+    path = tmp_path / "row.yaml"
+    ranked = run("rank", "--model", "llama3.1-405b", "--gpus", "16384", "--seq-len", "8192",
+                 "--global-batch", "2048", "--write-plan", "1", str(path))  # fmt: skip
+    assert ranked.returncode == 0, ranked.stderr
+    rows = [r.split("|") for r in ranked.stdout.splitlines() if re.match(r"\| \d+ \|", r)]
+    marked = [int(r[4].strip().rstrip("†")) for r in rows if r[4].strip().endswith("†")]
+    assert marked and all(126 % pp and 128 % pp == 0 for pp in marked), rows
+    assert "--account-for-embedding-in-pipeline-split" in ranked.stdout
+    written = path.read_text(encoding="utf-8")
+    assert "world_size: 16384" in written
+    assert ("account_for_embedding: true" in written) == rows[0][4].strip().endswith("†")
+    plan, memory = run("plan", str(path)), run("memory", "--plan", str(path))
+    assert plan.returncode == 0 and memory.returncode == 0, plan.stderr + memory.stderr
+    rank_gb, rank_s = float(rows[0][13]), float(rows[0][10])
+    plan_gb = float(re.search(r"= ([\d.]+) GB of", plan.stdout).group(1))  # type: ignore[union-attr]
+    mem_gb = float(re.search(r"total\s+([\d.]+) GB", memory.stdout).group(1))  # type: ignore[union-attr]
+    plan_s = float(re.search(r"Step ([\d.]+) s", plan.stdout).group(1))  # type: ignore[union-attr]
+    assert rank_gb == plan_gb and abs(mem_gb - rank_gb) <= 0.0501 and rank_s == plan_s
+    # 2,048 nodes: the text lists the first 16 and says how many there are
+    nodes = [line for line in plan.stdout.splitlines() if line.startswith("node ")]
+    assert len(nodes) == 16 and "... (2048 nodes; --format json lists every rank)" in plan.stdout
+
+
 def test_plan_takes_a_token_budget_instead_of_assuming_one() -> None:
     starter = str(ROOT / "labs_src" / "starters" / "parallelism_plan.yaml")
     plain = run("plan", starter)

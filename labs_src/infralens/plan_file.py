@@ -40,6 +40,7 @@ from infralens.worksheet_tables import worksheet_tables
 __all__ = [
     "MAX_PLAN_BYTES",
     "MAX_PLAN_RANKS",
+    "SHOWN_NODES",
     "TOP_KEYS",
     "load_plan_file",
     "parse_plan",
@@ -49,9 +50,13 @@ __all__ = [
 MAX_PLAN_BYTES = 2**20
 """Largest plan file read (1 MiB); a plan is a few lines."""
 
-MAX_PLAN_RANKS = 2**13
-"""Largest world size the plan command lays out (8,192 GPUs): it lists every rank and every
-group, which takes about half a second at this size."""
+MAX_PLAN_RANKS = 2**15
+"""Largest world size a plan file may describe (32,768 GPUs, twice the largest published run
+in the project's data): the plan command places every rank and lists every group, which
+takes about a second at this size."""
+
+SHOWN_NODES = 16
+"""Nodes the text and Markdown placement lists; ``--format json`` lists every one."""
 
 TOP_KEYS = ("world_size", "node_shape", "cluster", "parallelism", "training")
 """The keys a plan file may hold at its top level."""
@@ -69,8 +74,8 @@ def _plan_size(name: str, value: object) -> int:
     v = positive_int(name, value)
     if v > MAX_PLAN_RANKS:
         raise ValueError(
-            f"{name} gives {describe(v)} GPUs; the plan command lists every rank and "
-            f"takes at most {MAX_PLAN_RANKS}"
+            f"{name} gives {describe(v)} GPUs; a plan file describes at most "
+            f"{MAX_PLAN_RANKS} (the plan command places every rank)"
         )
     return v
 
@@ -268,8 +273,11 @@ def _report(plan: ParallelPlan, cluster: Cluster, work: Workload | None) -> dict
 
 def _text(report: Mapping[str, Any], markdown: bool) -> str:
     out = ["## Placement (node x GPU)" if markdown else "Placement (node x GPU):"]
-    for node, row in enumerate(report["grid"]):
+    grid = report["grid"]
+    for node, row in enumerate(grid[:SHOWN_NODES]):
         out.append(f"{'- ' if markdown else ''}node {node}: " + " | ".join(row))
+    if len(grid) > SHOWN_NODES:
+        out.append(f"... ({len(grid)} nodes; --format json lists every rank)")
     out.append("")
     out.append("## Groups" if markdown else "Groups:")
     for axis, info in report["axes"].items():

@@ -48,7 +48,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class RankedPlan:
-    """A feasible plan, the options it was priced with, and its estimate."""
+    """A feasible plan, the options it was priced with, and its estimate.
+
+    *account_for_embedding_and_loss* marks a pipeline whose layers do not divide by pp:
+    the embedding and the loss each take one layer's slot on the first and last stage."""
 
     plan: ParallelPlan
     schedule: str
@@ -57,29 +60,39 @@ class RankedPlan:
     recompute: str
     estimate: Estimate
     recipe: str = ""
+    account_for_embedding_and_loss: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self)
 
 
+def _slots(m: TransformerConfig, pp: int) -> int | None:
+    """Layer slots split over *pp* stages: the layers or, where they do not divide, the
+    layers and one slot each for the embedding and the loss; None if neither divides."""
+    return next((n for n in (m.layers, m.layers + 2) if n % pp == 0), None)
+
+
 def _options(m: TransformerConfig, pp: int) -> list[tuple[str, int]]:
     out = [("1f1b", 1)]
+    slots = _slots(m, pp) or m.layers
     if pp > 1:
-        out += [("interleaved", v) for v in (2, 4, 5) if m.layers % (pp * v) == 0]
+        out += [("interleaved", v) for v in (2, 4, 5) if slots % (pp * v) == 0]
     return out
 
 
-MAX_SEARCH = 600_000
-"""Largest search :func:`rank_plans` runs, in :func:`search_size` units: about 0.6 s on
-one core of the machine the package is tested on (an estimate costs about 500 units,
-each rank of a group it lists one more)."""
+MAX_SEARCH = 1_500_000
+"""Largest search :func:`rank_plans` runs, in :func:`search_size` units: about 1.5 s on
+one core of the machine the package is tested on, which prices 0.7 to 1.3 million units a
+second (an estimate costs about 500 units, each rank of a group it lists one more)."""
 
 
 def _candidates(
     m: TransformerConfig, cluster: Cluster, seq_len: int, batch: int, micro: int, max_cp: int
 ) -> Iterator[ParallelPlan]:
     for plan in enumerate_plans(cluster.world_size, cluster.gpus_per_node, max_cp=max_cp):
-        if m.layers % plan.pp or m.heads % plan.tp or m.kv_heads % plan.tp or seq_len % plan.cp:
+        if _slots(m, plan.pp) is None or seq_len % plan.cp:
+            continue
+        if m.heads % plan.tp or m.kv_heads % plan.tp:
             continue
         if batch % (micro * plan.dp) == 0:
             yield plan
@@ -134,9 +147,13 @@ def rank_plans(
 ) -> list[RankedPlan]:
     """The *top* fastest feasible plans, fastest first.
 
-    Feasible: degrees multiply to the cluster, layers divide by pp·v, heads
-    and kv_heads by tp, the sequence by cp, the batch into micro-batches per
-    replica, and the busiest GPU fits its HBM.
+    Feasible: degrees multiply to the cluster, layers divide by pp·v (where the
+    layers alone do not divide by pp, the layers plus one slot each for the
+    embedding and the loss, as Megatron-Core splits them with
+    ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split``), heads and kv_heads by tp, the
+    sequence by cp, the batch into micro-batches per replica, and the busiest
+    GPU fits its HBM.
 
     Each plan is priced under *recipe*, or, left out, under the default recipe
     (:data:`~infralens.precision.DEFAULT_RECIPE`, ZeRO-1) and FSDP2 (``fsdp2``, ZeRO-3);
@@ -163,6 +180,7 @@ def rank_plans(
     found: list[RankedPlan] = []
     for plan in _candidates(m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp):
         best: RankedPlan | None = None
+        split = m.layers % plan.pp != 0  # the embedding and the loss take a layer's slot
         for schedule, chunks in _options(m, plan.pp):
             for name in recipes:
                 zero = RECIPES[name].zero_stage
@@ -173,11 +191,12 @@ def rank_plans(
                             global_batch_size=global_batch_size,
                             micro_batch_size=micro_batch_size, recompute=recompute,
                             schedule=schedule, chunks=chunks, recipe=name,
+                            account_for_embedding=split, account_for_loss=split,
                         )  # fmt: skip
                     except ValueError:
                         continue
                     if best is None or e.seconds < best.estimate.seconds:
-                        best = RankedPlan(plan, schedule, chunks, zero, recompute, e, name)
+                        best = RankedPlan(plan, schedule, chunks, zero, recompute, e, name, split)
                     break  # full recomputation is only worth trying when selective fails
         if best is not None:
             found.append(best)
@@ -210,11 +229,19 @@ def render(ranked: list[RankedPlan]) -> str:
         e, p = r.estimate, r.plan
         sched = r.schedule if r.chunks == 1 else f"{r.schedule} v={r.chunks}"
         sched = sched if p.pp > 1 else "–"
+        pp = f"{p.pp}†" if r.account_for_embedding_and_loss else str(p.pp)
         lines.append(
-            f"| {i} | {p.tp} | {p.cp} | {p.pp} | {p.dp} | {sched} | {r.recipe or '–'} | "
+            f"| {i} | {p.tp} | {p.cp} | {pp} | {p.dp} | {sched} | {r.recipe or '–'} | "
             f"{r.zero_stage} | {r.recompute} | {e.seconds:.2f} | "
             f"{e.tokens_per_second_per_gpu:,.0f} | {e.mfu:.1%} | {e.memory_bytes / 1e9:.1f} | "
             f"{e.bottleneck} |"
+        )
+    if any(r.account_for_embedding_and_loss for r in ranked):
+        lines.append(
+            "\n† The layers do not divide by pp: the embedding and the loss each take a layer's "
+            "slot on the first and the last stage (Megatron-Core's --account-for-embedding-in-"
+            "pipeline-split and --account-for-loss-in-pipeline-split; torchtitan's "
+            "pipeline_parallel_first/last_stage_less_layers, 1 by default)."
         )
     close = [i for i, r in enumerate(ranked[1:], start=2)
              if r.estimate.seconds <= ranked[0].estimate.seconds * (1 + TELLS_APART)]  # fmt: skip
@@ -268,4 +295,6 @@ def plan_yaml(row: RankedPlan, model: str, system: str, seq_len: int, global_bat
         f"  schedule: {row.schedule}",
         f"  chunks: {row.chunks}",
     ]
+    if row.account_for_embedding_and_loss:
+        lines += ["  account_for_embedding: true", "  account_for_loss: true"]
     return "\n".join(lines) + "\n"
