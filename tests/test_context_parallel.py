@@ -155,3 +155,33 @@ def test_score_term_falls_by_cp_not_cp_squared_when_materialised() -> None:
 def test_bad_arguments_raise_naming_the_argument(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         call()  # type: ignore[operator]
+
+
+def test_the_worksheet_and_the_step_price_the_same_kv_ring() -> None:
+    """Llama 3 70B with tp 4 and cp 4 on 8-GPU nodes: the CP group 0, 4, 8, 12 leaves its node
+    between 4 and 8, so the ring runs at the network's pace in both the step and the plan's
+    worksheet, which send this rank's K and V (2 of 8 KV heads) cp - 1 times in 3 passes."""
+    pytest.importorskip("yaml")
+    from infralens._step_groups import ring_hop
+    from infralens.design import fill_worksheet
+    from infralens.nccl import predict
+    from infralens.plan_file import parse_plan
+    from infralens.step import estimate
+
+    plan, cluster, work = parse_plan({
+        "world_size": 64, "node_shape": "8_nodes_x_8_gpus",
+        "parallelism": {"tp_size": 4, "cp_size": 4, "pp_size": 4},
+        "training": {"model": "llama3-70b", "seq_len": 8192, "global_batch_size": 32},
+    })  # fmt: skip
+    assert work is not None
+    assert ring_hop(cluster, plan.groups("cp")[0]) == [4, 8]
+    kv = 2 * (8192 // 4) * 8 * 128 * 2 // 4
+    calls = 3 * (4 - 1) * (80 // 4) * 32
+    (row,) = [r for r in fill_worksheet(plan, cluster, work).comms if r.axis == "cp"]
+    assert (row.collective, row.link, row.bytes_per_step) == ("send_recv", "network", kv * calls)
+    hop = Fraction(predict("send_recv", kv, cluster, [4, 8]).seconds)
+    assert row.seconds_per_step == calls * hop
+    assert hop > Fraction(predict("send_recv", kv, cluster, [0, 4]).seconds)  # NVLink is faster
+    step = estimate("llama3-70b", plan, cluster, seq_len=8192, global_batch_size=32,
+                    micro_batch_size=1, check_memory=False)  # fmt: skip
+    assert 0 < step.breakdown.cp <= float(row.seconds_per_step)  # not all hidden: a network hop

@@ -2,8 +2,8 @@
 
 Every collective is priced on real ranks, so :func:`infralens.nccl.predict` sees the
 links between them: one axis's group through rank 0 (:func:`group_of`, exported by
-:mod:`infralens.step`), and the group delayed FP8 scaling reduces its amax over
-(:func:`amax_group`).
+:mod:`infralens.step`), the hop that paces a ring over it (:func:`ring_hop`), and the
+group delayed FP8 scaling reduces its amax over (:func:`amax_group`).
 
 >>> from infralens.plan import ParallelPlan
 >>> plan = ParallelPlan(tp=2, pp=2, dp=2)
@@ -16,6 +16,7 @@ from __future__ import annotations
 from infralens._typecheck import typed
 from infralens._validate import check_choice
 from infralens.plan import AXES, ParallelPlan
+from infralens.topology import Cluster
 
 
 @typed
@@ -29,6 +30,23 @@ def group_of(plan: ParallelPlan, axis: str) -> list[int]:
         raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
     check_choice("axis", axis, AXES)
     return [plan.rank(**{axis: i}) for i in range(getattr(plan, axis))]
+
+
+@typed
+def ring_hop(cluster: Cluster, group: list[int]) -> list[int]:
+    """The slowest hop of a ring over *group*: the first pair of neighbours (the last
+    wrapping to the first) in different NVLink domains, else the first two ranks.
+
+    Every hop of a ring sends at once and each step waits for the slowest, so a ring
+    that leaves one NVLink domain runs at the network's pace.
+
+    >>> c = Cluster.from_node_shape("4_nodes_x_8_gpus", "dgx-h100")
+    >>> ring_hop(c, [0, 4, 8, 12]), ring_hop(c, [0, 1]), ring_hop(c, [3])
+    ([4, 8], [0, 1], [3])
+    """
+    hops = zip(group, group[1:] + group[:1], strict=True)
+    slow = [[a, b] for a, b in hops if cluster.domain_of(a) != cluster.domain_of(b)]
+    return slow[0] if slow else group[:2]
 
 
 def amax_group(plan: ParallelPlan) -> list[int]:

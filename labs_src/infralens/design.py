@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+from infralens._step_groups import ring_hop
 from infralens._typecheck import typed
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
@@ -94,11 +95,11 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
         dp_size=plan.dp,
     )
     b, s, h, e = work.micro_batch_size, work.seq_len // plan.cp, work.hidden, work.bytes_per_element
-    stage_layers = padded_shard_size(work.layers, plan.pp)
+    stage_layers, cfg = padded_shard_size(work.layers, plan.pp), work.config()
     params = padded_shard_size(work.num_params, plan.tp * plan.pp)
     recipe = work.resolved_recipe()
     step = estimate(
-        work.config(), plan, cluster, seq_len=work.seq_len,
+        cfg, plan, cluster, seq_len=work.seq_len,
         global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
         sequence_parallel=work.sequence_parallel, recompute=work.recompute,
         schedule=work.schedule, chunks=work.chunks,
@@ -110,7 +111,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     # Memory: the planner's one count (infralens.fit.gpu_memory), as estimate and the
     # memory command take it; the bubble as estimate prices it, (p - 1)/(v·m).
     mem = gpu_memory(
-        work.config(), plan, recipe, seq_len=work.seq_len, micro_batch_size=b,
+        cfg, plan, recipe, seq_len=work.seq_len, micro_batch_size=b,
         recompute=work.recompute, sequence_parallel=work.sequence_parallel and plan.tp > 1,
         microbatches=m, chunks=work.chunks, first_stage_layers=work.first_stage_layers,
         last_stage_layers=work.last_stage_layers, account_for_embedding=work.account_for_embedding,
@@ -147,17 +148,18 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
             calls.append(("reduce_scatter", b * s * h * e, 4 * stage_layers * m))
         elif axis == "tp":
             calls.append(("all_reduce", b * s * h * e, 4 * stage_layers * m))
-        elif axis == "cp":
-            calls.append(("all_gather", 2 * b * work.seq_len * h * e, 2 * stage_layers * m))
+        elif axis == "cp":  # the K/V ring: cp - 1 hops of this rank's K and V, 3 passes
+            kv = 2 * b * s * cfg.kv_heads * cfg.head_dim * e // min(plan.tp, cfg.kv_heads)
+            calls.append(("send_recv", kv, 3 * (plan.cp - 1) * stage_layers * m))
         elif axis == "pp":  # an activation forward, a gradient back
             calls.append(("send_recv", b * s * h * e, 2 * m))
         else:  # DP: the shard once a step (ZeRO-3: a call per layer)
             for op, _ in step_collectives(work.zero_stage):
                 calls.append((op, params * e, stage_layers if work.zero_stage == 3 else 1))
         for op, nbytes, count in calls:
-            if op == "send_recv":
+            if op == "send_recv":  # PP: stage 0 to stage 1; CP: the ring's slowest hop
                 sent = Fraction(nbytes * count)
-                pair = [0, plan.rank(pp=1)]
+                pair = ring_hop(cluster, group) if axis == "cp" else [0, plan.rank(pp=1)]
                 seconds = count * Fraction(predict("send_recv", nbytes, cluster, pair).seconds)
                 link = cluster.tier_of(pair).name
             elif axis == "dp" and work.zero_stage == 3:

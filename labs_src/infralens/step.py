@@ -63,7 +63,7 @@ from typing import TypeVar
 
 from infralens import _step_checks as checks
 from infralens import _step_terms as comm
-from infralens._step_groups import amax_group, group_of
+from infralens._step_groups import amax_group, group_of, ring_hop
 from infralens._validate import (
     check_choice,
     flag,
@@ -234,7 +234,7 @@ def estimate(
     if plan.cp > 1:
         kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * comm.BF16
         kv //= min(plan.tp, m.kv_heads)
-        pair = group_of(plan, "cp")[:2]
+        pair = ring_hop(cluster, group_of(plan, "cp"))  # the ring waits for its slowest hop
         cp = comm.context_parallel(kv, cluster, pair, cp=plan.cp, attention_per_layer=attn)
 
     # PP: the stage whose step is longest sets the pace: its work, the bubble
