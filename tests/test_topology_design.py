@@ -83,6 +83,35 @@ def test_zero3_gathers_per_wrapped_unit() -> None:
     assert len(compare([ParallelPlan(tp=8, pp=8), ParallelPlan(tp=8, pp=4, dp=2)], H100, WORK)) == 2
 
 
+def test_the_worksheet_sends_what_the_step_prices() -> None:
+    """Bytes per call and calls per step follow the step's conventions: TP twice per layer in
+    each pass (three with full recomputation), DP in the recipe's gradient and gather dtypes,
+    ZeRO-3 per layer every micro-batch."""
+    plan = ParallelPlan(tp=8, pp=4, dp=2)
+    params = -(-WORK.num_params // 32)  # each GPU's shard of the model, padded
+    half = Fraction(1, 2)  # a ring over 2 ranks sends (n - 1)/n of each call
+
+    def sent(work: Workload, axis: str) -> dict[str, Fraction]:
+        return {r.collective: r.bytes_per_step for r in fill_worksheet(plan, H100, work).comms
+                if r.axis == axis}  # fmt: skip
+
+    m = 512 // 2
+    tp = sent(WORK, "tp")["all_gather"] / (Fraction(7, 8) * 4096 * 8192 * 2)
+    full = sent(Workload(**{**WORK.__dict__, "recompute": "full"}), "tp")["all_gather"]
+    assert tp == 4 * 20 * m and full / (Fraction(7, 8) * 4096 * 8192 * 2) == 6 * 20 * m
+    # the default recipe reduces gradients in fp32 and gathers bf16 parameters
+    dp = {"reduce_scatter": half * params * 4, "all_gather": half * params * 2}
+    assert sent(WORK, "dp") == dp
+    bf16 = sent(Workload(**{**WORK.__dict__, "recipe": "megatron-core-bf16"}), "dp")
+    assert bf16["reduce_scatter"] == half * params * 2  # --grad-reduce-in-bf16
+    z3 = Workload(**{**WORK.__dict__, "zero_stage": 3})
+    r = z3.resolved_recipe()
+    rows = [x.bytes_per_step for x in fill_worksheet(plan, H100, z3).comms if x.axis == "dp"]
+    gather = params * r.gather_bytes // 20
+    grads = params * (4 if r.grad_reduce_in_fp32 else 2) // 20
+    assert rows == [half * gather * 20 * m] * 2 + [half * grads * 20 * m]  # per micro-batch
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -97,7 +97,8 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     b, s, h, e = work.micro_batch_size, work.seq_len // plan.cp, work.hidden, work.bytes_per_element
     stage_layers, cfg = padded_shard_size(work.layers, plan.pp), work.config()
     params = padded_shard_size(work.num_params, plan.tp * plan.pp)
-    recipe = work.resolved_recipe()
+    recipe = work.resolved_recipe()  # the step's too: its ZeRO stage and gradient bytes
+    zero, grad = recipe.zero_stage, 4 if recipe.grad_reduce_in_fp32 else 2
     step = estimate(
         cfg, plan, cluster, seq_len=work.seq_len,
         global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
@@ -128,9 +129,9 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
             continue
         link = _slowest(plan, axis, cluster)[0] if getattr(plan, axis) > 1 else "none"
         axes.append(AxisRow(axis, getattr(plan, axis), link, REASONS[axis]))
-    sharded = plan.dp if work.zero_stage else 1
+    sharded = plan.dp if zero else 1
     axes.append(AxisRow("zero", sharded, axes[-1].placement if sharded > 1 else "none",
-                        f"ZeRO-{work.zero_stage}: " + REASONS["zero"]))  # fmt: skip
+                        f"ZeRO-{zero}: " + REASONS["zero"]))  # fmt: skip
     # [end:axes]
     compute = Fraction(step.breakdown.compute)
     comms = [CommRow("compute", "GEMMs and attention", "every micro-batch", "GPU", Fraction(0),
@@ -142,29 +143,32 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
             continue
         link, group = _slowest(plan, axis, cluster)
         calls: list[tuple[str, int, int]] = []  # (collective, bytes, calls per step)
-        # TP: S = b·s·h·e bytes a call; per layer 2 of each forward, 2 backward
-        if axis == "tp" and work.sequence_parallel:  # as infralens.step prices it
-            calls.append(("all_gather", b * s * h * e, 4 * stage_layers * m))
-            calls.append(("reduce_scatter", b * s * h * e, 4 * stage_layers * m))
+        # TP: S = b·s·h·e bytes a call; per layer 2 in each pass (forward, backward and,
+        # with full recomputation, forward again), as infralens.step prices them
+        tp_calls = 2 * (3 if work.recompute == "full" else 2) * stage_layers * m
+        if axis == "tp" and work.sequence_parallel:
+            calls.append(("all_gather", b * s * h * e, tp_calls))
+            calls.append(("reduce_scatter", b * s * h * e, tp_calls))
         elif axis == "tp":
-            calls.append(("all_reduce", b * s * h * e, 4 * stage_layers * m))
+            calls.append(("all_reduce", b * s * h * e, tp_calls))
         elif axis == "cp":  # the K/V ring: cp - 1 hops of this rank's K and V, 3 passes
             kv = 2 * b * s * cfg.kv_heads * cfg.head_dim * e // min(plan.tp, cfg.kv_heads)
             calls.append(("send_recv", kv, 3 * (plan.cp - 1) * stage_layers * m))
         elif axis == "pp":  # an activation forward, a gradient back
             calls.append(("send_recv", b * s * h * e, 2 * m))
-        else:  # DP: the shard once a step (ZeRO-3: a call per layer)
-            for op, _ in step_collectives(work.zero_stage):
-                calls.append((op, params * e, stage_layers if work.zero_stage == 3 else 1))
+        else:  # DP: gradients in the recipe's reduce dtype, parameters in its gather dtype
+            for op, _ in step_collectives(zero):
+                size = params * (recipe.gather_bytes if op == "all_gather" and zero else grad)
+                if zero == 3:  # ZeRO-3: each layer's share, every micro-batch
+                    calls.append((op, size // stage_layers, stage_layers * m))
+                else:  # the whole shard once a step
+                    calls.append((op, size, 1))
         for op, nbytes, count in calls:
             if op == "send_recv":  # PP: stage 0 to stage 1; CP: the ring's slowest hop
                 sent = Fraction(nbytes * count)
                 pair = ring_hop(cluster, group) if axis == "cp" else [0, plan.rank(pp=1)]
                 seconds = count * Fraction(predict("send_recv", nbytes, cluster, pair).seconds)
                 link = cluster.tier_of(pair).name
-            elif axis == "dp" and work.zero_stage == 3:
-                sent = ring_bytes_sent(op, nbytes, degree)
-                seconds = Fraction(predict(op, nbytes // count, cluster, group).seconds) * count
             else:  # a ring sends (n − 1)/n · S per call
                 sent = ring_bytes_sent(op, nbytes, degree) * count
                 seconds = Fraction(predict(op, nbytes, cluster, group).seconds) * count
@@ -179,7 +183,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
                 frequency = {
                     0: "per backward bucket (second half of the all-reduce)",
                     3: "per wrapped unit, forward and backward (FSDP/ZeRO-3 gather)",
-                }.get(work.zero_stage, "per step, after the optimizer (updated parameters)")
+                }.get(zero, "per step, after the optimizer (updated parameters)")
             comms.append(CommRow(axis, op, frequency, link, sent, seconds, risk))
     bottleneck = step.bottleneck
     return Worksheet(
