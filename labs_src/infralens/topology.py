@@ -148,7 +148,7 @@ class Cluster:
 
         Raises ``ValueError`` if *rank* is outside the cluster.
         """
-        r = rank if type(rank) is int and rank >= 0 else nonnegative_int("rank", rank)
+        r = rank if type(rank) is int and 0 <= rank < 2**63 else nonnegative_int("rank", rank)
         if r >= self.world_size:
             raise ValueError(f"rank must be < world_size {self.world_size}, got {r}")
         return r // self.gpus_per_node
