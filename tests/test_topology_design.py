@@ -104,6 +104,10 @@ def test_the_worksheet_sends_what_the_step_prices() -> None:
     assert sent(WORK, "dp") == dp
     bf16 = sent(Workload(**{**WORK.__dict__, "recipe": "megatron-core-bf16"}), "dp")
     assert bf16["reduce_scatter"] == half * params * 2  # --grad-reduce-in-bf16
+    fp8 = fill_worksheet(plan, H100, Workload(**{**WORK.__dict__, "recipe": "megatron-core-fp8"}))
+    tp8 = [r.bytes_per_step for r in fp8.comms if r.axis == "tp" and r.collective == "all_gather"]
+    s7 = Fraction(7, 8) * 4096 * 8192 * 2
+    assert sorted(tp8) == [s7 / 2 * 2 * 20 * m, s7 * 2 * 20 * m]  # forward FP8, backward bf16
     z3 = Workload(**{**WORK.__dict__, "zero_stage": 3})
     r = z3.resolved_recipe()
     rows = [x.bytes_per_step for x in fill_worksheet(plan, H100, z3).comms if x.axis == "dp"]

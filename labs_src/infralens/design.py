@@ -99,6 +99,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     params = padded_shard_size(work.num_params, plan.tp * plan.pp)
     recipe = work.resolved_recipe()  # the step's too: its ZeRO stage and gradient bytes
     zero, grad = recipe.zero_stage, 4 if recipe.grad_reduce_in_fp32 else 2
+    fp8 = recipe.precision == "fp8" and zero != 3  # Transformer Engine's TP gathers
     step = estimate(
         cfg, plan, cluster, seq_len=work.seq_len,
         global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
@@ -147,7 +148,10 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
         # with full recomputation, forward again), as infralens.step prices them
         tp_calls = 2 * (3 if work.recompute == "full" else 2) * stage_layers * m
         if axis == "tp" and work.sequence_parallel:
-            calls.append(("all_gather", b * s * h * e, tp_calls))
+            back = 2 * stage_layers * m if fp8 else tp_calls  # FP8: forward gathers, 1 byte
+            calls.append(("all_gather", b * s * h * e, back))
+            if fp8:
+                calls.append(("all_gather", b * s * h * e // 2, tp_calls - back))
             calls.append(("reduce_scatter", b * s * h * e, tp_calls))
         elif axis == "tp":
             calls.append(("all_reduce", b * s * h * e, tp_calls))
@@ -179,6 +183,8 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
                 else "stays on the fast tier"
             )
             frequency = FREQUENCY[axis]
+            if axis == "tp" and fp8 and op == "all_gather":
+                frequency += ": FP8 in forward" if nbytes < b * s * h * e else ": bf16 in backward"
             if axis == "dp" and op == "all_gather":
                 frequency = {
                     0: "per backward bucket (second half of the all-reduce)",
