@@ -116,6 +116,25 @@ def test_the_worksheet_sends_what_the_step_prices() -> None:
     assert rows == [half * gather * 20 * m] * 2 + [half * grads * 20 * m]  # per micro-batch
 
 
+TP_CHANGES = [
+    {},
+    {"recompute": "full"},
+    {"recipe": "megatron-core-fp8"},
+    {"sequence_parallel": False},
+    {"zero_stage": 3},
+]
+
+
+@pytest.mark.parametrize("change", TP_CHANGES)
+def test_the_worksheets_tp_seconds_are_the_steps(change: dict[str, object]) -> None:
+    """Megatron-Core without TP overlap waits for every TP collective, so the step's exposed
+    TP time is the worksheet's TP rows added up: the two count the same calls."""
+    work = Workload(**{**WORK.__dict__, **change})
+    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, work)
+    rows = sum(r.seconds_per_step for r in sheet.comms if r.axis == "tp")
+    assert float(rows) == pytest.approx(sheet.step.breakdown.tp, rel=1e-12)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
