@@ -135,6 +135,34 @@ def test_the_worksheets_tp_seconds_are_the_steps(change: dict[str, object]) -> N
     assert float(rows) == pytest.approx(sheet.step.breakdown.tp, rel=1e-12)
 
 
+DP_CHANGES = [
+    {},
+    {"recipe": "megatron-core-bf16"},
+    {"recipe": "megatron-fp8-distopt"},
+    {"recipe": "megatron-fp8-distopt", "schedule": "interleaved", "chunks": 5},
+    {"zero_stage": 0},
+]
+
+
+@pytest.mark.parametrize("change", DP_CHANGES)
+def test_the_worksheets_dp_seconds_are_the_steps_without_overlap(change: dict[str, object]) -> None:
+    """With nothing hidden behind the backward, the step's DP term is the worksheet's DP rows
+    added up, FP8 delayed scaling's amax all-reduces included (the shard is padded in one and
+    not the other, hence the tolerance)."""
+    from infralens.step import estimate
+
+    plan = ParallelPlan(tp=8, pp=4, dp=2)
+    work = Workload(**{**WORK.__dict__, **change})
+    sheet = fill_worksheet(plan, H100, work)
+    rows = sum(r.seconds_per_step for r in sheet.comms if r.axis == "dp")
+    step = estimate(work.config(), plan, H100, seq_len=4096, global_batch_size=512,
+                    micro_batch_size=1, recipe=work.resolved_recipe(), schedule=work.schedule,
+                    chunks=work.chunks, overlap_grad_reduce=False, check_memory=False)  # fmt: skip
+    assert float(rows) == pytest.approx(step.breakdown.dp, rel=1e-4)
+    amax = [r for r in sheet.comms if "amax" in r.frequency]
+    assert len(amax) == (work.resolved_recipe().scaling == "delayed")
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -29,11 +29,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from infralens._step_groups import ring_hop
+from infralens._step_groups import amax_group, ring_hop
+from infralens._step_terms import amax_reduction
 from infralens._typecheck import typed
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
 from infralens.fit import HBM_BYTES, gpu_memory
+from infralens.fp8 import amax_bytes
 from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
 from infralens.plan import FREQUENCY, ParallelPlan
@@ -191,6 +193,16 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
                     3: "per wrapped unit, forward and backward (FSDP/ZeRO-3 gather)",
                 }.get(zero, "per step, after the optimizer (updated parameters)")
             comms.append(CommRow(axis, op, frequency, link, sent, seconds, risk))
+    if recipe.scaling == "delayed":  # the amax all-reduces the step adds to its DP term
+        group, chunk = amax_group(plan), max(1, cfg.layers // (plan.pp * work.chunks))
+        runs = m * work.chunks  # each chunk's forward and its backward, every micro-batch
+        each = (amax_bytes(chunk), amax_bytes(chunk, backward=True))  # fp32 amaxes
+        sent = runs * sum((ring_bytes_sent("all_reduce", n, len(group)) for n in each), Fraction())
+        seconds = Fraction(amax_reduction(cluster, group, chunk_layers=chunk, chunks=runs))
+        link = cluster.tier_of(group).name
+        comms.append(CommRow("dp", "all_reduce", "per chunk, forward and backward (FP8 "
+                             "amax, delayed scaling, over TP x DP x CP)", link, sent, seconds,
+                             "blocks the step: small, but one round trip each"))  # fmt: skip
     bottleneck = step.bottleneck
     return Worksheet(
         plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck,
