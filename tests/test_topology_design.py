@@ -99,6 +99,11 @@ def test_the_worksheet_sends_what_the_step_prices() -> None:
     tp = sent(WORK, "tp")["all_gather"] / (Fraction(7, 8) * 4096 * 8192 * 2)
     full = sent(Workload(**{**WORK.__dict__, "recompute": "full"}), "tp")["all_gather"]
     assert tp == 4 * 20 * m and full / (Fraction(7, 8) * 4096 * 8192 * 2) == 6 * 20 * m
+    # PP: each TP rank sends its 1/8 of the sequence, forward and back, per chunk
+    pp = sent(WORK, "pp")["send_recv"]
+    assert pp == 2 * m * 4096 * 8192 * 2 // 8
+    assert sent(Workload(**{**WORK.__dict__, "schedule": "interleaved", "chunks": 5}),
+                "pp")["send_recv"] == 5 * pp  # fmt: skip
     # the default recipe reduces gradients in fp32 and gathers bf16 parameters
     dp = {"reduce_scatter": half * params * 4, "all_gather": half * params * 2}
     assert sent(WORK, "dp") == dp
@@ -133,6 +138,9 @@ def test_the_worksheets_tp_seconds_are_the_steps(change: dict[str, object]) -> N
     sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, work)
     rows = sum(r.seconds_per_step for r in sheet.comms if r.axis == "tp")
     assert float(rows) == pytest.approx(sheet.step.breakdown.tp, rel=1e-12)
+    if change == {"sequence_parallel": False}:  # a middle stage paces: 2 exchanges a micro-batch
+        pp = sum(r.seconds_per_step for r in sheet.comms if r.axis == "pp")
+        assert float(pp) == pytest.approx(sheet.step.breakdown.pp_p2p, rel=1e-12)
 
 
 DP_CHANGES = [

@@ -102,6 +102,7 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     recipe = work.resolved_recipe()  # the step's too: its ZeRO stage and gradient bytes
     zero, grad = recipe.zero_stage, 4 if recipe.grad_reduce_in_fp32 else 2
     fp8 = recipe.precision == "fp8" and zero != 3  # Transformer Engine's TP gathers
+    sp_t = plan.tp if work.sequence_parallel else 1  # a stage sends its sequence shard
     step = estimate(
         cfg, plan, cluster, seq_len=work.seq_len,
         global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
@@ -160,8 +161,8 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
         elif axis == "cp":  # the K/V ring: cp - 1 hops of this rank's K and V, 3 passes
             kv = 2 * b * s * cfg.kv_heads * cfg.head_dim * e // min(plan.tp, cfg.kv_heads)
             calls.append(("send_recv", kv, 3 * (plan.cp - 1) * stage_layers * m))
-        elif axis == "pp":  # an activation forward, a gradient back
-            calls.append(("send_recv", b * s * h * e, 2 * m))
+        elif axis == "pp":  # an activation forward, a gradient back, per chunk; SP: 1/t each
+            calls.append(("send_recv", b * s * h * e // sp_t, 2 * m * work.chunks))
         else:  # DP: gradients in the recipe's reduce dtype, parameters in its gather dtype
             for op, _ in step_collectives(zero):
                 size = params * (recipe.gather_bytes if op == "all_gather" and zero else grad)
