@@ -118,6 +118,19 @@ def test_rank_splits_layers_that_do_not_divide_and_its_row_runs_at_16384_gpus(
     assert len(nodes) == 16 and "... (2048 nodes; --format json lists every rank)" in plan.stdout
 
 
+def test_rank_searches_cp_up_to_max_cp() -> None:
+    def cps(*extra: str) -> set[str]:
+        done = run("rank", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "8192",
+                   "--global-batch", "16", *extra)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return {r.split("|")[3].strip() for r in done.stdout.splitlines() if re.match(r"\| \d", r)}
+
+    assert cps() > {"1", "2"} and cps("--max-cp", "1") == {"1"}
+    huge = run("rank", "--model", "llama3.1-405b", "--gpus", "65536", "--seq-len", "8192",
+               "--global-batch", "4096")  # fmt: skip
+    assert huge.returncode == 2 and "--max-cp" in huge.stderr and huge.stdout == ""
+
+
 def test_plan_takes_a_token_budget_instead_of_assuming_one() -> None:
     starter = str(ROOT / "labs_src" / "starters" / "parallelism_plan.yaml")
     plain = run("plan", starter)

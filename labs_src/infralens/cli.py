@@ -106,6 +106,7 @@ def rank_report(
     global_batch: int,
     micro_batch: int = 1,
     recipe: str | None = None,
+    max_cp: int = 8,
 ) -> str:
     """The ten fastest feasible plans by predicted step time (``rank`` command).
 
@@ -114,11 +115,17 @@ def rank_report(
     ...
     ValueError: gpus must be a multiple of the 8 GPUs of a DGX H100 node, got 60
     """
+    args = (model, system, gpus, seq_len, global_batch, micro_batch, recipe, max_cp)
+    return _table(args, _ranked(*args)[1])
+
+
+def _table(args: tuple[str, str, int, int, int, int, str | None, int], ranked: list[RankedPlan]
+           ) -> str:  # fmt: skip
     from infralens.ranking import render as render_ranking
 
-    cluster, ranked = _ranked(model, system, gpus, seq_len, global_batch, micro_batch, recipe)
+    model, system, gpus, seq_len, global_batch, micro_batch, recipe, _ = args
     head = (
-        f"{model} on {gpus} GPUs ({cluster.system.name}), seq_len {seq_len}, global batch "
+        f"{model} on {gpus} GPUs ({SYSTEMS[system].name}), seq_len {seq_len}, global batch "
         f"{global_batch}, micro-batch {micro_batch}: the fastest feasible plans by predicted "
         f"step time, recipe {recipe or f'{DEFAULT_RECIPE} or fsdp2'}"
     )
@@ -127,7 +134,7 @@ def rank_report(
 
 def _ranked(
     model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int,
-    recipe: str | None,
+    recipe: str | None, max_cp: int = 8,
 ) -> tuple[Cluster, list[RankedPlan]]:  # fmt: skip
     node = SYSTEMS[check_choice("system", system, tuple(SYSTEMS))]
     positive_int("gpus", gpus)
@@ -139,7 +146,7 @@ def _ranked(
     cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
     config = PRESETS[check_choice("model", model, tuple(PRESETS))]
     ranked = rank_plans(config, cluster, seq_len=seq_len, global_batch_size=global_batch,
-                        micro_batch_size=micro_batch, recipe=recipe)  # fmt: skip
+                        micro_batch_size=micro_batch, recipe=recipe, max_cp=max_cp)  # fmt: skip
     return cluster, ranked
 
 
@@ -224,6 +231,8 @@ def _main(argv: Sequence[str] | None) -> int:
     rank_cmd.add_argument(
         "--recipe", default=None, help=f"a recipe (default: {DEFAULT_RECIPE} and fsdp2, the faster)"
     )
+    rank_cmd.add_argument("--max-cp", type=int, default=8,
+                          help="the largest context-parallel degree searched")  # fmt: skip
     rank_cmd.add_argument("--write-plan", nargs=2, metavar=("ROW", "FILE"), default=None,
                           help="write row ROW of the ranking as a plan file")  # fmt: skip
     args = parser.parse_args(argv)
@@ -255,14 +264,14 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _rank(args: argparse.Namespace) -> int:
     try:
-        print(rank_report(args.model, args.cluster, args.gpus, args.seq_len,
-                          args.global_batch, args.micro_batch, args.recipe))  # fmt: skip
+        given = (args.model, args.cluster, args.gpus, args.seq_len, args.global_batch,
+                 args.micro_batch, args.recipe, args.max_cp)  # fmt: skip
+        ranked = _ranked(*given)[1]  # ranked once: printed, and a row written from it
+        print(_table(given, ranked))
         if args.write_plan is not None:
             row_text, path = args.write_plan
             if not row_text.isdigit() or not 1 <= int(row_text) <= 10:
                 raise ValueError(f"--write-plan ROW must be a row number 1-10, got {row_text!r}")
-            _, ranked = _ranked(args.model, args.cluster, args.gpus, args.seq_len,
-                                args.global_batch, args.micro_batch, args.recipe)  # fmt: skip
             if int(row_text) > len(ranked):
                 raise ValueError(f"--write-plan ROW must be at most {len(ranked)}")
             text = plan_yaml(ranked[int(row_text) - 1], args.model, args.cluster,

@@ -175,7 +175,7 @@ def rank_plans(
     if size > MAX_SEARCH:
         raise ValueError(
             f"the search over plans for {cluster.world_size} GPUs is too large to finish in "
-            f"time ({size} > {MAX_SEARCH} units); rank fewer gpus or a smaller max_cp"
+            f"time ({size} > {MAX_SEARCH} units); rank fewer GPUs or lower max_cp (--max-cp)"
         )
     found: list[RankedPlan] = []
     for plan in _candidates(m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp):
