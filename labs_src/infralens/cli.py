@@ -132,6 +132,7 @@ def _table(args: tuple[str, str, int, int, int, int, str | None, int], ranked: l
     return head + "\n" + render_ranking(ranked)
 
 
+@typed  # the command's own names in messages: global_batch, not global_batch_size
 def _ranked(
     model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int,
     recipe: str | None, max_cp: int = 8,
