@@ -76,7 +76,7 @@ def _options(m: TransformerConfig, pp: int) -> list[tuple[str, int]]:
     out = [("1f1b", 1)]
     slots = _slots(m, pp) or m.layers
     if pp > 1:
-        out += [("interleaved", v) for v in (2, 4, 5) if slots % (pp * v) == 0]
+        out += [("interleaved", v) for v in (2, 4, 5, 8) if slots % (pp * v) == 0]
     return out
 
 
