@@ -270,3 +270,21 @@ def test_lab12_worksheet_page_holds_both_tables_with_the_packages_numbers() -> N
     largest = max(step.breakdown.items(), key=lambda kv: kv[1])[0]
     assert f"which bounds the step: {STEP_TERMS[largest]}" in text
     assert f"{sheet.memory_bytes / GB:.1f} GB of 80 GB" in text
+
+
+def test_a_pipeline_that_leaves_its_node_is_priced_on_its_network_hop() -> None:
+    """TP 2 and PP 8 on two 8-GPU nodes: stages 0-3 share node 0 and 4-7 node 1, so one
+    boundary, ranks 6 to 8, crosses the network, and the stages beside it wait on it."""
+    from infralens._step_groups import ring_hop
+
+    cluster = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
+    plan = ParallelPlan(tp=2, pp=8)
+    assert ring_hop(cluster, plan.groups("pp")[0]) == [6, 8]
+    work = Workload(num_params=6_738_415_616, layers=32, hidden=4096, heads=32, seq_len=4096,
+                    micro_batch_size=1, global_batch_size=16, sequence_parallel=False)  # fmt: skip
+    sheet = fill_worksheet(plan, cluster, work)
+    (row,) = [r for r in sheet.comms if r.axis == "pp"]
+    hop = Fraction(predict("send_recv", 4096 * 4096 * 2, cluster, [6, 8]).seconds)
+    assert row.link == "network" and row.seconds_per_step == 2 * 16 * hop
+    sends = sheet.step.breakdown.pp_p2p / float(hop)  # the pacing stage's, at the network's price
+    assert min(abs(sends - 16), abs(sends - 32)) < 1e-9  # one or two exchanges a micro-batch

@@ -34,11 +34,13 @@ def group_of(plan: ParallelPlan, axis: str) -> list[int]:
 
 @typed
 def ring_hop(cluster: Cluster, group: list[int]) -> list[int]:
-    """The slowest hop of a ring over *group*: the first pair of neighbours (the last
-    wrapping to the first) in different NVLink domains, else the first two ranks.
+    """The slowest hop of a ring or chain over *group*: the first pair of neighbours (the
+    last wrapping to the first) in different NVLink domains, else the first two ranks.
 
     Every hop of a ring sends at once and each step waits for the slowest, so a ring
-    that leaves one NVLink domain runs at the network's pace.
+    that leaves one NVLink domain runs at the network's pace; a pipeline's chain that
+    spans domains has such a hop between two of its stages, and the stage beside it
+    waits on it.
 
     >>> c = Cluster.from_node_shape("4_nodes_x_8_gpus", "dgx-h100")
     >>> ring_hop(c, [0, 4, 8, 12]), ring_hop(c, [0, 1]), ring_hop(c, [3])

@@ -171,9 +171,9 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
                 else:  # the whole shard once a step
                     calls.append((op, size, 1))
         for op, nbytes, count in calls:
-            if op == "send_recv":  # PP: stage 0 to stage 1; CP: the ring's slowest hop
+            if op == "send_recv":  # priced on the chain's slowest hop, as the step does
                 sent = Fraction(nbytes * count)
-                pair = ring_hop(cluster, group) if axis == "cp" else [0, plan.rank(pp=1)]
+                pair = ring_hop(cluster, group)
                 seconds = count * Fraction(predict("send_recv", nbytes, cluster, pair).seconds)
                 link = cluster.tier_of(pair).name
             else:  # a ring sends (n − 1)/n · S per call

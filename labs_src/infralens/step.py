@@ -238,9 +238,9 @@ def estimate(
         cp = comm.context_parallel(kv, cluster, pair, cp=plan.cp, attention_per_layer=attn)
 
     # PP: the stage whose step is longest sets the pace: its work, the bubble
-    # (p - 1)/(v·m) of it, and the activation sends it waits for.
-    one = comm.pipeline_p2p(act, cluster, group_of(plan, "pp")[:2], tp_group, sends=1,
-                            sequence_parallel=sp, scatter_gather=scatter)  # fmt: skip
+    # (p - 1)/(v·m) of it, and the sends it waits for, over the slowest stage boundary.
+    one = comm.pipeline_p2p(act, cluster, ring_hop(cluster, group_of(plan, "pp")), tp_group,
+                            sends=1, sequence_parallel=sp, scatter_gather=scatter)  # fmt: skip
     pace = comm.busiest_stage(per_stage, split, per_layer_comm=tp + cp, one_send=one,
                               schedule=sched, chunks=v, microbatches=n_mb)  # fmt: skip
     t_mb, compute = pace.compute, n_mb * pace.compute
