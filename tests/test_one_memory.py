@@ -116,6 +116,8 @@ def test_rank_splits_layers_that_do_not_divide_and_its_row_runs_at_16384_gpus(
     # 2,048 nodes: the text lists the first 16 and says how many there are
     nodes = [line for line in plan.stdout.splitlines() if line.startswith("node ")]
     assert len(nodes) == 16 and "... (2048 nodes; --format json lists every rank)" in plan.stdout
+    groups = [line for line in plan.stdout.splitlines() if line.startswith("dp (")]
+    assert groups and all(len(line) < 400 for line in groups), groups  # long groups abridged
 
 
 def test_rank_searches_cp_up_to_max_cp() -> None:

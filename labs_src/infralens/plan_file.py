@@ -271,6 +271,11 @@ def _report(plan: ParallelPlan, cluster: Cluster, work: Workload | None) -> dict
     return report
 
 
+def _group(ranks: list[int]) -> str:
+    """A group's ranks, the first eight and the last of a long one."""
+    return str(ranks) if len(ranks) <= 16 else f"[{str(ranks[:8])[1:-1]}, ..., {ranks[-1]}]"
+
+
 def _text(report: Mapping[str, Any], markdown: bool) -> str:
     out = ["## Placement (node x GPU)" if markdown else "Placement (node x GPU):"]
     grid = report["grid"]
@@ -283,7 +288,7 @@ def _text(report: Mapping[str, Any], markdown: bool) -> str:
     for axis, info in report["axes"].items():
         if info["degree"] == 1:
             continue
-        shown = ", ".join(str(g) for g in info["groups"][:4])
+        shown = ", ".join(_group(g) for g in info["groups"][:4])
         more = f" ... ({len(info['groups'])} groups)" if len(info["groups"]) > 4 else ""
         out.append(
             f"{'- ' if markdown else ''}{axis} (degree {info['degree']}, {info['link']}, "
