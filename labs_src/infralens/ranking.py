@@ -241,7 +241,7 @@ def render(ranked: list[RankedPlan]) -> str:
             "\n† The layers do not divide by pp: the embedding and the loss each take a layer's "
             "slot on the first and the last stage (Megatron-Core's --account-for-embedding-in-"
             "pipeline-split and --account-for-loss-in-pipeline-split; torchtitan's "
-            "pipeline_parallel_first/last_stage_less_layers, 1 by default)."
+            "pipeline_parallel_first/last_stage_less_layers, 1 by default at b5bcd76)."
         )
     close = [i for i, r in enumerate(ranked[1:], start=2)
              if r.estimate.seconds <= ranked[0].estimate.seconds * (1 + TELLS_APART)]  # fmt: skip
