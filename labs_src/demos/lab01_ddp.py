@@ -30,7 +30,9 @@ def main() -> int:
     try:
         per_rank = split_batch(BATCH, world)
     except ValueError as err:
-        return stop(f"lab01_ddp: {err} (use a world size that divides {len(BATCH)})")
+        return stop(
+            f"lab01_ddp: {err} (use a world size that divides {len(BATCH)})"
+        )
 
     model = torch.nn.Linear(1, 1, bias=False).to(device=device, dtype=torch.float64)
     with torch.no_grad():
@@ -38,8 +40,12 @@ def main() -> int:
     ddp = DistributedDataParallel(model)
 
     mine = per_rank[rank]
-    x = torch.tensor([[float(s[0])] for s in mine], dtype=torch.float64, device=device)
-    y = torch.tensor([[float(s[1])] for s in mine], dtype=torch.float64, device=device)
+    x = torch.tensor(
+        [[float(s[0])] for s in mine], dtype=torch.float64, device=device
+    )
+    y = torch.tensor(
+        [[float(s[1])] for s in mine], dtype=torch.float64, device=device
+    )
     loss = ((ddp(x) - y) ** 2 / 2).mean()
     loss.backward()  # DDP's hooks all-reduce and average the gradient here
 

@@ -97,7 +97,8 @@ def main() -> int:
         tuple(sharded.fc2.weight.to_local().shape),
     ]
     predicted_shapes = [
-        s.weight for s in mlp_shards(hidden=HIDDEN, ffn_hidden=FFN, tp=world, rank=rank)
+        s.weight
+        for s in mlp_shards(hidden=HIDDEN, ffn_hidden=FFN, tp=world, rank=rank)
     ]
     counted = sorted(
         COMM_NAMES.get(str(op).split(".")[-1], str(op))

@@ -60,7 +60,9 @@ def main() -> int:
     def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return ((output - target) ** 2).mean()
 
-    schedule = ScheduleInterleaved1F1B(stages, n_microbatches=MICROBATCHES, loss_fn=loss_fn)
+    schedule = ScheduleInterleaved1F1B(
+        stages, n_microbatches=MICROBATCHES, loss_fn=loss_fn
+    )
     x = torch.ones(MICROBATCHES, WIDTH, device=device)
     y = torch.zeros(MICROBATCHES, WIDTH, device=device)
     first, last = rank == 0, rank == (total - 1) % world
@@ -72,7 +74,11 @@ def main() -> int:
         schedule.step()
 
     order = schedule_order(
-        "interleaved", stages=world, microbatches=MICROBATCHES, chunks=CHUNKS, rules="torch"
+        "interleaved",
+        stages=world,
+        microbatches=MICROBATCHES,
+        chunks=CHUNKS,
+        rules="torch",
     )[rank]
     predicted = [f"{kind}{mb}@{chunk * world + rank}" for kind, mb, chunk in order]
     bubble = bubble_fraction(stages=world, microbatches=MICROBATCHES, chunks=CHUNKS)

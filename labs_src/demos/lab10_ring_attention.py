@@ -37,17 +37,23 @@ def main() -> int:
 
     gen = torch.Generator().manual_seed(0)  # every rank builds the same q, k, v
     q, k, v = (
-        torch.randn(SEQ_LEN, HEADS, HEAD_DIM, generator=gen, dtype=torch.float64) for _ in range(3)
+        torch.randn(SEQ_LEN, HEADS, HEAD_DIM, generator=gen, dtype=torch.float64)
+        for _ in range(3)
     )
     q, k, v = q.to(device), k.to(device), v.to(device)
     mine = torch.cat(
-        [torch.arange(a, b) for a, b in token_ranges(SEQ_LEN, world, "load_balanced")[rank]]
+        [
+            torch.arange(a, b)
+            for a, b in token_ranges(SEQ_LEN, world, "load_balanced")[rank]
+        ]
     ).to(device)
 
     shape = (HEADS, len(mine))
     top = torch.full(shape, float("-inf"), dtype=torch.float64, device=device)
     total = torch.zeros(shape, dtype=torch.float64, device=device)
-    acc = torch.zeros(len(mine), HEADS, HEAD_DIM, dtype=torch.float64, device=device)
+    acc = torch.zeros(
+        len(mine), HEADS, HEAD_DIM, dtype=torch.float64, device=device
+    )
     block = (
         k[mine],
         v[mine],
@@ -75,12 +81,16 @@ def main() -> int:
             for work in dist.batch_isend_irecv(ops):
                 work.wait()
             block = incoming
-            received += (incoming[0].numel() + incoming[1].numel()) * incoming[0].element_size()
+            received += (incoming[0].numel() + incoming[1].numel()) * incoming[
+                0
+            ].element_size()
 
     out = acc / total.T[..., None]
     scores = torch.einsum("qhd,khd->hqk", q, k) / HEAD_DIM**0.5
     causal = torch.ones(SEQ_LEN, SEQ_LEN, dtype=torch.bool, device=device).tril()
-    full = torch.einsum("hqk,khd->qhd", scores.masked_fill(~causal, float("-inf")).softmax(-1), v)
+    full = torch.einsum(
+        "hqk,khd->qhd", scores.masked_fill(~causal, float("-inf")).softmax(-1), v
+    )
     error = float((out - full[mine]).abs().max())
 
     order, want_pairs = (
@@ -90,7 +100,12 @@ def main() -> int:
     want_bytes = (world - 1) * ring_kv_block_bytes(
         SEQ_LEN, world, HEADS, HEAD_DIM, bytes_per_element=8
     )
-    ok = seen == order and pairs == want_pairs and received == want_bytes and error < 1e-12
+    ok = (
+        seen == order
+        and pairs == want_pairs
+        and received == want_bytes
+        and error < 1e-12
+    )
     return finish(
         f"rank {rank}/{world}: kv_from={seen} predicted={order} pairs={pairs} "
         f"predicted={want_pairs} bytes={received} predicted={want_bytes} "

@@ -23,7 +23,12 @@ import torch
 import torch.distributed as dist
 from _demo import finish, start
 
-from infralens.expert_dispatch import rank_tokens, received, send_buffer, send_counts
+from infralens.expert_dispatch import (
+    rank_tokens,
+    received,
+    send_buffer,
+    send_counts,
+)
 from infralens.experts import route, top_k_experts
 
 TOKENS, TOP_K, EXPERTS_PER_RANK, HIDDEN = 8, 2, 2, 4
@@ -32,7 +37,10 @@ TOKENS, TOP_K, EXPERTS_PER_RANK, HIDDEN = 8, 2, 2, 4
 def routes_of(rank: int, experts: int) -> list[tuple[int, ...]]:
     """Rank *rank*'s top-2 routes from seeded router scores; expert 0 gets a bonus."""
     rng = random.Random(rank)
-    scores = [[rng.randint(0, 9) + 5 * (x == 0) for x in range(experts)] for _ in range(TOKENS)]
+    scores = [
+        [rng.randint(0, 9) + 5 * (x == 0) for x in range(experts)]
+        for _ in range(TOKENS)
+    ]
     return top_k_experts(scores, TOP_K)
 
 
@@ -45,16 +53,22 @@ def main() -> int:
     blocks = send_buffer(mine, experts, ep)
     in_splits = [len(b) for b in blocks]
     theirs = torch.empty(ep, dtype=torch.int64, device=device)
-    dist.all_to_all_single(theirs, torch.tensor(in_splits, dtype=torch.int64, device=device))
+    dist.all_to_all_single(
+        theirs, torch.tensor(in_splits, dtype=torch.int64, device=device)
+    )
     out_splits = theirs.tolist()
 
     # 2. Dispatch: hidden vectors, token t's = (global id) * ones, in send-buffer order.
     copies = [(t, x) for block in blocks for t, x in block]
     ids = [rank * TOKENS + t for t, _ in copies]
-    hidden = torch.tensor(ids, dtype=torch.float64, device=device)[:, None].repeat(1, HIDDEN)
+    hidden = torch.tensor(ids, dtype=torch.float64, device=device)[:, None].repeat(
+        1, HIDDEN
+    )
     got_x = torch.empty(sum(out_splits), HIDDEN, dtype=torch.float64, device=device)
     dist.all_to_all_single(got_x, hidden, out_splits, in_splits)
-    expert_ids = torch.tensor([x for _, x in copies], dtype=torch.int64, device=device)
+    expert_ids = torch.tensor(
+        [x for _, x in copies], dtype=torch.int64, device=device
+    )
     got_e = torch.empty(sum(out_splits), dtype=torch.int64, device=device)
     dist.all_to_all_single(got_e, expert_ids, out_splits, in_splits)
 
@@ -67,9 +81,15 @@ def main() -> int:
 
     every = [routes_of(r, experts) for r in range(ep)]
     counts = send_counts(every, experts, ep)
-    predicted_in = [(s * TOKENS + t, x) for s, t, x in received(every, experts, ep)[rank]]
-    observed_in = list(zip([int(v) for v in got_x[:, 0].tolist()], got_e.tolist(), strict=True))
-    predicted_out = [(rank * TOKENS + t) * sum(x + 1 for x in c) for t, c in enumerate(mine)]
+    predicted_in = [
+        (s * TOKENS + t, x) for s, t, x in received(every, experts, ep)[rank]
+    ]
+    observed_in = list(
+        zip([int(v) for v in got_x[:, 0].tolist()], got_e.tolist(), strict=True)
+    )
+    predicted_out = [
+        (rank * TOKENS + t) * sum(x + 1 for x in c) for t, c in enumerate(mine)
+    ]
     load = route([c for r in every for c in r], experts).load
     ok = (
         out_splits == [row[rank] for row in counts]

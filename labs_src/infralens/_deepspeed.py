@@ -57,13 +57,17 @@ _STAGE12 = (
 )
 _BUCKET12 = (
     "2493-2516 (one bf16 reduce bucket, two with overlap_comm); "
-    f"{_RT}zero/config.py:113, 383-386 (reduce_bucket_size 5e8, overlap_comm off); " + _BF16
+    f"{_RT}zero/config.py:113, 383-386 (reduce_bucket_size 5e8, overlap_comm off); "
+    + _BF16
 )
 
 BUFFERS: dict[int, tuple[tuple[str, int, bool], ...]] = {
     1: (("bf16 parameters", BF16, False), ("bf16 gradients", BF16, False)),
     2: (("bf16 parameters", BF16, False), ("bf16 sharded gradients", BF16, True)),
-    3: (("bf16 sharded parameters", BF16, True), ("bf16 sharded gradients", BF16, True)),
+    3: (
+        ("bf16 sharded parameters", BF16, True),
+        ("bf16 sharded gradients", BF16, True),
+    ),
 }
 """Each stage's 16-bit buffers (what, bytes, sharded); the fp32 master weights and Adam
 moments, sharded at every stage, follow them."""
@@ -71,13 +75,15 @@ moments, sharded at every stage, follow them."""
 SOURCES = {
     1: _STAGE12 + "1752-1754, 1764-1769 (ZeRO-1 keeps every bf16 gradient until the"
     " accumulation boundary), " + _BUCKET12,
-    2: _STAGE12 + "1670-1687, 1742-1751 (ZeRO-2 copies its partition's gradients into the"
+    2: _STAGE12
+    + "1670-1687, 1742-1751 (ZeRO-2 copies its partition's gradients into the"
     " bf16 grads_in_partition and frees the rest), " + _BUCKET12,
     3: f"{_RT}zero/stage3.py:917-924 (bf16 parameter partitions), 1119-1122 (fp32 master"
     " partition), 730-735 (bf16 reduce bucket), 742-744 (bf16 gradient partitions,"
     f" grad_partitions_flat_buffer); {_RT}zero/config.py:113, 238 (reduce_bucket_size 5e8,"
     f" max_live_parameters 1e9); {_RT}zero/partitioned_param_coordinator.py:452-454, 653-663"
-    " (prefetch capped by max_live_parameters; parameters reused within 1e9 kept); " + _BF16,
+    " (prefetch capped by max_live_parameters; parameters reused within 1e9 kept); "
+    + _BF16,
 }
 """The ``source`` of each stage's preset: file:line ranges at :data:`COMMIT`."""
 

@@ -53,10 +53,14 @@ def read_text(path: object, what: str, max_bytes: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"{what} {shown} is not UTF-8 (byte {err.start})") from None
+        raise ValueError(
+            f"{what} {shown} is not UTF-8 (byte {err.start})"
+        ) from None
 
 
-def read_csv_rows(path: object, what: str, max_bytes: int) -> tuple[str, list[dict[str, str]]]:
+def read_csv_rows(
+    path: object, what: str, max_bytes: int
+) -> tuple[str, list[dict[str, str]]]:
     """Read the CSV file *path* with :func:`read_text`; return its shown name and its rows.
 
     >>> read_csv_rows("no/such.csv", "measurement file", 2**20)

@@ -67,9 +67,17 @@ def plan_loader(yaml: Any, shown: str) -> Any:
 
     implicit = [
         ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
-        ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+        (
+            "tag:yaml.org,2002:bool",
+            r"^(?:true|True|TRUE|false|False|FALSE)$",
+            "tTfF",
+        ),
         ("tag:yaml.org,2002:int", r"^[-+]?[0-9]{1,19}$", "-+0123456789"),
-        ("tag:yaml.org,2002:float", r"^[-+]?[0-9]{1,19}\.[0-9]{0,19}$", "-+0123456789"),
+        (
+            "tag:yaml.org,2002:float",
+            r"^[-+]?[0-9]{1,19}\.[0-9]{0,19}$",
+            "-+0123456789",
+        ),
     ]
     for tag, pattern, first in implicit:
         _PlanLoader.add_implicit_resolver(tag, re.compile(pattern), list(first))

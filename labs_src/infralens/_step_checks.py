@@ -31,7 +31,12 @@ from infralens.recipe import Recipe
 from infralens.stage_balance import even_split
 from infralens.topology import Cluster
 
-RECIPE = {0: "megatron-bf16", 1: "megatron-bf16-distopt", 2: "megatron-bf16-distopt", 3: "fsdp2"}
+RECIPE = {
+    0: "megatron-bf16",
+    1: "megatron-bf16-distopt",
+    2: "megatron-bf16-distopt",
+    3: "fsdp2",
+}
 """The recipe a bare ``zero_stage`` keyword (no *recipe*) stands for."""
 
 
@@ -39,8 +44,12 @@ def resolve_recipe(recipe: object, zero_stage: object) -> tuple[Recipe, int]:
     """The recipe and ZeRO stage a step runs: *recipe* if named (its stage, which a given
     *zero_stage* must match), else the one :data:`RECIPE` gives *zero_stage*, else the
     default recipe."""
-    if zero_stage is not None and (type(zero_stage) is not int or zero_stage not in RECIPE):
-        raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {describe(zero_stage)}")
+    if zero_stage is not None and (
+        type(zero_stage) is not int or zero_stage not in RECIPE
+    ):
+        raise ValueError(
+            f"zero_stage must be one of 0, 1, 2, 3; got {describe(zero_stage)}"
+        )
     if recipe is None:
         name = DEFAULT_RECIPE if zero_stage is None else RECIPE[zero_stage]
         r = RECIPES[name]
@@ -50,7 +59,9 @@ def resolve_recipe(recipe: object, zero_stage: object) -> tuple[Recipe, int]:
     elif isinstance(recipe, str):
         r = RECIPES[check_choice("recipe", recipe, tuple(RECIPES))]
     else:
-        raise TypeError(f"recipe must be a str or Recipe, got {type(recipe).__name__}")
+        raise TypeError(
+            f"recipe must be a str or Recipe, got {type(recipe).__name__}"
+        )
     if zero_stage is not None and zero_stage != r.zero_stage:
         raise ValueError(
             f"recipe {r.name!r} shards like ZeRO stage {r.zero_stage}; "
@@ -90,7 +101,9 @@ def busiest_stage(
         raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
     plan.check_world_size(cluster.world_size)
     if plan.ep != 1:
-        raise ValueError(f"ep must be 1: the step model is for dense models, got {plan.ep}")
+        raise ValueError(
+            f"ep must be 1: the step model is for dense models, got {plan.ep}"
+        )
     stage_chunks = plan.pp * chunks
     if m.layers < plan.pp:
         raise ValueError(f"layers must be >= pp: {m.layers} < {plan.pp}")
@@ -110,14 +123,18 @@ def busiest_stage(
     return memory, even_split(m.layers, stages=plan.pp)
 
 
-def stack_options(zero_stage: int, *, elementwise: str, overlap_grad_reduce: bool) -> int:
+def stack_options(
+    zero_stage: int, *, elementwise: str, overlap_grad_reduce: bool
+) -> int:
     """*zero_stage* if the stack runs the options.
 
     Eager element-wise kernels are counted for torchtitan's block (``zero_stage=3``), and
     FSDP2 always overlaps its reduce-scatters.
     """
     if elementwise == "eager" and zero_stage != 3:
-        raise ValueError("elementwise='eager' needs zero_stage=3: it is counted for torchtitan")
+        raise ValueError(
+            "elementwise='eager' needs zero_stage=3: it is counted for torchtitan"
+        )
     if zero_stage == 3 and not overlap_grad_reduce:
         raise ValueError(
             "overlap_grad_reduce must be True with zero_stage=3: FSDP2 always overlaps"
@@ -125,13 +142,17 @@ def stack_options(zero_stage: int, *, elementwise: str, overlap_grad_reduce: boo
     return zero_stage
 
 
-def schedule_runs(schedule: str, *, chunks: int, pp: int, microbatches: int) -> None:
+def schedule_runs(
+    schedule: str, *, chunks: int, pp: int, microbatches: int
+) -> None:
     """Refuse a schedule Megatron-Core cannot run: chunks outside interleaved, interleaving
     one stage, or interleaved micro-batches that are not whole rounds of pp."""
     if schedule == "1f1b" and chunks != 1:
         raise ValueError(f"chunks must be 1 for the 1f1b schedule, got {chunks}")
     if schedule == "interleaved" and pp == 1:
-        raise ValueError("schedule 'interleaved' needs pp > 1: one stage has nothing to interleave")
+        raise ValueError(
+            "schedule 'interleaved' needs pp > 1: one stage has nothing to interleave"
+        )
     if schedule == "interleaved" and microbatches % pp:
         raise ValueError(
             f"microbatches must be divisible by pp for 'interleaved': {microbatches} % {pp}"
@@ -181,7 +202,11 @@ def check_terms(terms: list[tuple[str, float]]) -> None:
 
 
 def check_step(
-    seconds: float, mfu: float, hfu: float, rates: dict[str, float], counts: dict[str, int]
+    seconds: float,
+    mfu: float,
+    hfu: float,
+    rates: dict[str, float],
+    counts: dict[str, int],
 ) -> None:
     """A step is finite and positive, 0 < MFU <= HFU <= 1, rates >= 0 and counts >= 1."""
     if not 0 < seconds < math.inf:
@@ -205,6 +230,8 @@ def precision_runs(recipe: Recipe, gpu: GPU, gpu_key: str) -> None:
     """Refuse an FP8 recipe on a GPU that cannot run it: no measured FP8 ceiling, or
     MXFP8 (Blackwell's block scaling) on an earlier part."""
     if recipe.scaling == "mxfp8" and gpu.arch != "blackwell":
-        raise ValueError(f"recipe {recipe.name!r} needs a Blackwell GPU, got {gpu.name}")
+        raise ValueError(
+            f"recipe {recipe.name!r} needs a Blackwell GPU, got {gpu.name}"
+        )
     if recipe.precision == "fp8":
         matmul_ceiling(gpu_key, "fp8")

@@ -42,7 +42,11 @@ param, m, v (12), write the bf16 copy (2)."""
 
 def seconds(op: str, nbytes: int, cluster: Cluster, ranks: list[int]) -> float:
     """One collective of *nbytes* over *ranks*; nothing to send costs nothing."""
-    return predict(op, nbytes, cluster, ranks).seconds if len(ranks) > 1 and nbytes else 0.0
+    return (
+        predict(op, nbytes, cluster, ranks).seconds
+        if len(ranks) > 1 and nbytes
+        else 0.0
+    )
 
 
 def microbatch_compute(
@@ -71,12 +75,20 @@ def microbatch_compute(
     (:func:`infralens.fp8.quantize_bytes`) join the element-wise bytes.
     """
     shards = tp * cp * pp
-    gemm = gemm_flops_per_token(m, recompute=recompute, stack=stack) * tokens / shards
+    gemm = (
+        gemm_flops_per_token(m, recompute=recompute, stack=stack) * tokens / shards
+    )
     gemm_s = gemm / matmul_ceiling(gpu_key)
     quantize = 0
     if scaling != "none":  # block GEMMs in FP8, the output layer in BF16
-        fp8 = fp8_gemm_flops_per_token(m, recompute=recompute, stack=stack) * tokens / shards
-        gemm_s = (gemm - fp8) / matmul_ceiling(gpu_key) + fp8 / matmul_ceiling(gpu_key, "fp8")
+        fp8 = (
+            fp8_gemm_flops_per_token(m, recompute=recompute, stack=stack)
+            * tokens
+            / shards
+        )
+        gemm_s = (gemm - fp8) / matmul_ceiling(gpu_key) + fp8 / matmul_ceiling(
+            gpu_key, "fp8"
+        )
         quantize = quantize_bytes(
             m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len, scaling=scaling,
             tp=tp, stack=stack, recompute=recompute,
@@ -88,7 +100,9 @@ def microbatch_compute(
         recompute=recompute, tp=tp, sequence_parallel=sequence_parallel and tp > 1,
         materialized=kernel == "materialized",
     )  # fmt: skip
-    elementwise_s = (moved + quantize) * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
+    elementwise_s = (
+        (moved + quantize) * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
+    )
     return gemm_s + attn + elementwise_s, attn
 
 
@@ -166,7 +180,9 @@ def busiest_stage(
             sends = m * (1 if s in (0, p - 1) else 2)
         else:
             sends = min(in_flight(s, p, chunks=v) - 1, m * v)
-        paces.append(Pace(s, n, compute[s], work, bubble * m * work, sends * one_send))
+        paces.append(
+            Pace(s, n, compute[s], work, bubble * m * work, sends * one_send)
+        )
     return max(paces, key=lambda x: (m * x.work + x.bubble + x.p2p, x.stage))
 
 
@@ -189,13 +205,20 @@ def tensor_parallel(
     if sequence_parallel:
         rs = seconds("reduce_scatter", act, cluster, group)
         ag = seconds("all_gather", act, cluster, group)
-        forward_ag = seconds("all_gather", act // 2, cluster, group) if fp8_gathers else ag
+        forward_ag = (
+            seconds("all_gather", act // 2, cluster, group) if fp8_gathers else ag
+        )
         return 2 * ((passes - 1) * (forward_ag + rs) + ag + rs)
     return 2 * seconds("all_reduce", act, cluster, group) * passes
 
 
 def context_parallel(
-    kv: int, cluster: Cluster, pair: list[int], *, cp: int, attention_per_layer: float
+    kv: int,
+    cluster: Cluster,
+    pair: list[int],
+    *,
+    cp: int,
+    attention_per_layer: float,
 ) -> float:
     """Per layer and micro-batch: the ring's cp - 1 exchanges of this rank's *kv* bytes
     forward and K, V and their gradients backward (3 in all), less the attention they
@@ -261,7 +284,9 @@ def data_parallel(
         comm = 2 * seconds("all_gather", per_layer * gather_bytes, cluster, group)
         comm += seconds("reduce_scatter", per_layer * grad_bytes, cluster, group)
         first = seconds("all_gather", per_layer * gather_bytes, cluster, group)
-        return (max(0.0, comm - t_microbatch / layers) * layers + first) * microbatches
+        return (
+            max(0.0, comm - t_microbatch / layers) * layers + first
+        ) * microbatches
     op = "all_reduce" if zero_stage == 0 else "reduce_scatter"
     grads = seconds(op, int(local_params * grad_bytes), cluster, group)
     gather = seconds("all_gather", int(local_params * gather_bytes), cluster, group)
@@ -275,16 +300,26 @@ def data_parallel(
     return exposed
 
 
-def amax_reduction(cluster: Cluster, group: list[int], *, chunk_layers: int, chunks: int) -> float:
+def amax_reduction(
+    cluster: Cluster, group: list[int], *, chunk_layers: int, chunks: int
+) -> float:
     """Delayed FP8 scaling's blocking amax all-reduces of one step: one when each chunk's
     forward leaves ``fp8_autocast`` and one in its backward, over *group* (TP × DP × CP)."""
     forward = seconds("all_reduce", amax_bytes(chunk_layers), cluster, group)
-    backward = seconds("all_reduce", amax_bytes(chunk_layers, backward=True), cluster, group)
+    backward = seconds(
+        "all_reduce", amax_bytes(chunk_layers, backward=True), cluster, group
+    )
     return chunks * (forward + backward)
 
 
 def optimizer(
-    local_params: float, gpu: GPU, recipe: Recipe, *, shards: int, stack: str, microbatches: int
+    local_params: float,
+    gpu: GPU,
+    recipe: Recipe,
+    *,
+    shards: int,
+    stack: str,
+    microbatches: int,
 ) -> float:
     """Adam's step on this GPU at HBM bandwidth: :data:`ADAM_BYTES_PER_PARAM` for each
     parameter it updates, 1/*shards* of its *local_params* (the DP degree under ZeRO, else 1);

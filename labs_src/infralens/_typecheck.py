@@ -47,14 +47,18 @@ class _Refused(Exception):
         self.why = why
 
 
-def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | None = None) -> bool:
+def _matches(
+    value: object, hint: object, depth: int = 0, budget: list[int] | None = None
+) -> bool:
     """Whether *value* fits the annotation *hint* (containers checked element by element).
 
     Walks at most :data:`MAX_ITEMS` elements in all (*budget*); a ``range`` is checked
     by its ends, its length counted against the budget. An int or Fraction beyond
     ``MAX_INT``, or a container over the budget, raises :class:`_Refused`.
     """
-    if type(value) is hint:  # an exact instance: nothing to walk, an int's size to check
+    if (
+        type(value) is hint
+    ):  # an exact instance: nothing to walk, an int's size to check
         if hint is int and value.bit_length() <= 63:  # type: ignore[attr-defined]
             return True
         if hint not in _NUMBERS:
@@ -99,27 +103,40 @@ def _matches(value: object, hint: object, depth: int = 0, budget: list[int] | No
         if len(args) == 2 and args[1] is Ellipsis:
             return all(_matches(v, args[0], depth + 1, budget) for v in value)
         return len(value) == len(args) and all(
-            _matches(v, a, depth + 1, budget) for v, a in zip(value, args, strict=True)
+            _matches(v, a, depth + 1, budget)
+            for v, a in zip(value, args, strict=True)
         )
     if origin in (list, collections.abc.Sequence, collections.abc.Iterable):
         if isinstance(value, str | bytes) or not isinstance(value, origin):
             return False
         if not isinstance(value, Sequence):
             return True  # a one-shot iterable is not consumed here
-        if isinstance(value, range):  # its items are ints: check the ends, never walk it
+        if isinstance(
+            value, range
+        ):  # its items are ints: check the ends, never walk it
             ends = (value.start, value.stop, value.step)
-            fits = not args or all(_matches(v, args[0], depth + 1, budget) for v in ends)
+            fits = not args or all(
+                _matches(v, args[0], depth + 1, budget) for v in ends
+            )
             # The callee may walk it: it counts like a list (its length may not fit a C long).
-            _spend(budget, len(value) if abs(value.stop - value.start) < 2**62 else MAX_ITEMS + 1)
+            _spend(
+                budget,
+                len(value)
+                if abs(value.stop - value.start) < 2**62
+                else MAX_ITEMS + 1,
+            )
             return fits
         _spend(budget, len(value))
-        return not args or all(_matches(v, args[0], depth + 1, budget) for v in value)
+        return not args or all(
+            _matches(v, args[0], depth + 1, budget) for v in value
+        )
     if origin in (dict, collections.abc.Mapping):
         if not isinstance(value, origin):
             return False
         _spend(budget, len(value))
         return len(args) != 2 or all(
-            _matches(k, args[0], depth + 1, budget) and _matches(v, args[1], depth + 1, budget)
+            _matches(k, args[0], depth + 1, budget)
+            and _matches(v, args[1], depth + 1, budget)
             for k, v in value.items()
         )
     return isinstance(value, origin)
@@ -150,12 +167,17 @@ _NUMBERS = {int, float, Fraction}
 
 def _hint_name(hint: object, plural: bool = False) -> str:
     args = set(typing.get_args(hint)) - {type(None)}
-    if typing.get_origin(hint) in (typing.Union, types.UnionType) and args <= _NUMBERS:
+    if (
+        typing.get_origin(hint) in (typing.Union, types.UnionType)
+        and args <= _NUMBERS
+    ):
         return "numbers" if plural else "a number"
     if isinstance(hint, type):
         if plural:
             return f"{hint.__name__} values"
-        return f"{'an' if hint.__name__[0] in 'AEIOUaeiou' else 'a'} {hint.__name__}"
+        return (
+            f"{'an' if hint.__name__[0] in 'AEIOUaeiou' else 'a'} {hint.__name__}"
+        )
     text = str(hint).replace("typing.", "").replace("collections.abc.", "")
     return text.replace("infralens.", "").replace("fractions.", "")[:80]
 
@@ -167,19 +189,27 @@ def _explain(name: str, value: object, hint: object, nested: bool = False) -> st
         inner = [a for a in args if a is not type(None)]
         if len(inner) == 1:
             return _explain(name, value, inner[0], nested)
-    is_seq = origin in (list, collections.abc.Sequence, collections.abc.Iterable) or (
-        origin is tuple and len(args) == 2 and args[1] is Ellipsis
-    )
+    is_seq = origin in (
+        list,
+        collections.abc.Sequence,
+        collections.abc.Iterable,
+    ) or (origin is tuple and len(args) == 2 and args[1] is Ellipsis)
     # Only a container of the right kind is searched for its misfit (never a range for a
     # tuple): the check stopped at that element, so the search stops there too.
     kind = tuple if origin is tuple else origin
     right_kind = isinstance(kind, type) and isinstance(value, kind)
     seq = value if right_kind and isinstance(value, Sequence) else None
     if is_seq and seq is not None and not isinstance(seq, str | bytes) and args:
-        for v in itertools.islice(seq, MAX_ITEMS):  # the misfit is among the checked ones
+        for v in itertools.islice(
+            seq, MAX_ITEMS
+        ):  # the misfit is among the checked ones
             if not _matches(v, args[0]):
                 return _explain(name, v, args[0], nested=True)
-    if origin in (dict, collections.abc.Mapping) and isinstance(value, dict) and len(args) == 2:
+    if (
+        origin in (dict, collections.abc.Mapping)
+        and isinstance(value, dict)
+        and len(args) == 2
+    ):
         for k, v in itertools.islice(value.items(), MAX_ITEMS):
             if not _matches(k, args[0]):
                 return _explain(f"{name} keys", k, args[0])
@@ -198,7 +228,9 @@ def _field_hints(cls: type) -> tuple[tuple[str, object], ...]:
     """A dataclass's (field, annotation) pairs, resolved once per class."""
     if cls not in _FIELD_HINTS:
         hints = typing.get_type_hints(cls)
-        _FIELD_HINTS[cls] = tuple((f.name, hints.get(f.name)) for f in dataclasses.fields(cls))
+        _FIELD_HINTS[cls] = tuple(
+            (f.name, hints.get(f.name)) for f in dataclasses.fields(cls)
+        )
     return _FIELD_HINTS[cls]
 
 
@@ -225,7 +257,9 @@ def check_fields(obj: object, signed: Collection[str] = ()) -> None:
         value = getattr(obj, name)
         if hint is not None:
             _check(name, value, hint)
-        if isinstance(value, int | float | Fraction) and not isinstance(value, bool):
+        if isinstance(value, int | float | Fraction) and not isinstance(
+            value, bool
+        ):
             if value != value:
                 raise ValueError(f"{name} must be a number, got nan")
             if value < 0 and name not in signed:
@@ -267,10 +301,15 @@ def typed(fn: Callable[P, R]) -> Callable[P, R]:
     positional = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
     required = {p.name for p in params if p.default is p.empty}
 
-    def _arguments(args: tuple[object, ...], kwargs: dict[str, object]) -> dict[str, object]:
+    def _arguments(
+        args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> dict[str, object]:
         if plain and len(args) <= len(positional):
             given = dict(zip(positional, args, strict=False))
-            if given.keys().isdisjoint(kwargs) and kwargs.keys() <= sig.parameters.keys():
+            if (
+                given.keys().isdisjoint(kwargs)
+                and kwargs.keys() <= sig.parameters.keys()
+            ):
                 given.update(kwargs)
                 if required <= given.keys():
                     return given

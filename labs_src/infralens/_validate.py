@@ -75,7 +75,11 @@ def describe(value: object, limit: int = 40) -> str:
         return "a Fraction with parts of more than 38 digits"
     if isinstance(value, float | Fraction):
         text = str(value)
-        return text if len(text) <= limit else f"a {type(value).__name__} of {len(text)} chars"
+        return (
+            text
+            if len(text) <= limit
+            else f"a {type(value).__name__} of {len(text)} chars"
+        )
     if isinstance(value, str):
         if len(value) <= limit and len(repr(value)) <= 2 * limit:
             return repr(value)
@@ -132,7 +136,9 @@ def ranks_cap(name: str, value: object) -> int:
 def _number(name: str, value: object) -> int | float | Fraction:
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if isinstance(value, float) and math.isinf(value):  # NaN fails every range check
+    if isinstance(value, float) and math.isinf(
+        value
+    ):  # NaN fails every range check
         raise ValueError(f"{name} must be finite, got {value}")
     if isinstance(value, int) and not in_int_range(value):
         raise _out_of_range(name, value)
@@ -214,7 +220,9 @@ def rank_in(name: str, value: object, world_size: int) -> int:
     """
     v = _int(name, value)
     if not 0 <= v < world_size:
-        raise ValueError(f"{name} must be in range(0, {world_size}), got {describe(v)}")
+        raise ValueError(
+            f"{name} must be in range(0, {world_size}), got {describe(v)}"
+        )
     return v
 
 
@@ -227,7 +235,9 @@ def divisible(name: str, value: int, by_name: str, by: int) -> int:
     ValueError: heads must be divisible by tp: 12 % 8 = 4
     """
     if value % by:
-        raise ValueError(f"{name} must be divisible by {by_name}: {value} % {by} = {value % by}")
+        raise ValueError(
+            f"{name} must be divisible by {by_name}: {value} % {by} = {value % by}"
+        )
     return value
 
 
@@ -242,8 +252,13 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
         if len(allowed) > 120:  # a long list: the first few, and how many there are
-            allowed = allowed[: allowed.rfind(", ", 0, 100)] + f", ... ({len(choices)} in all)"
-        raise ValueError(f"{name} must be one of {allowed}; got {describe(value, 16)}")
+            allowed = (
+                allowed[: allowed.rfind(", ", 0, 100)]
+                + f", ... ({len(choices)} in all)"
+            )
+        raise ValueError(
+            f"{name} must be one of {allowed}; got {describe(value, 16)}"
+        )
     return value
 
 
@@ -258,18 +273,27 @@ def same_lengths(name: str, rows: Sequence[Sequence[object]]) -> int:
     if isinstance(rows, str | bytes | range) or not isinstance(rows, Sequence):
         raise TypeError(f"{name} must be a sequence of per-rank sequences")
     if len(rows) > MAX_RANKS:
-        raise ValueError(f"{name} must hold at most {MAX_RANKS} ranks, got {len(rows)}")
+        raise ValueError(
+            f"{name} must hold at most {MAX_RANKS} ranks, got {len(rows)}"
+        )
     if len(rows) == 0:
         raise ValueError(f"{name} must hold at least one rank, got 0")
     for row in rows:
         if isinstance(row, str | bytes) or not isinstance(row, Sequence):
             raise TypeError(f"{name} must be a sequence of per-rank sequences")
     lengths = [
-        len(r) if not isinstance(r, range) or abs(r.stop - r.start) < 2**62 else -1 for r in rows
+        len(r) if not isinstance(r, range) or abs(r.stop - r.start) < 2**62 else -1
+        for r in rows
     ]
     if sum(abs(n) for n in lengths) > MAX_ITEMS or -1 in lengths:
         raise ValueError(f"{name} must hold at most {MAX_ITEMS} items in all")
     if len(set(lengths)) != 1:
-        shown = str(lengths) if len(lengths) <= 8 else f"{lengths[:8]} and {len(lengths) - 8} more"
-        raise ValueError(f"{name} must hold one equal-length list per rank; lengths are {shown}")
+        shown = (
+            str(lengths)
+            if len(lengths) <= 8
+            else f"{lengths[:8]} and {len(lengths) - 8} more"
+        )
+        raise ValueError(
+            f"{name} must hold one equal-length list per rank; lengths are {shown}"
+        )
     return lengths[0]

@@ -49,7 +49,9 @@ ATTENTION_CEILINGS: dict[str, dict[str, tuple[int, int]]] = {
         "h100-sxm5-80gb": (335 * TERA, 322 * TERA),
     },
     "flash3": {"h100-sxm5-80gb": (616 * TERA, 561 * TERA)},  # same figures
-    "cudnn": {"h100-sxm5-80gb": (539 * TERA, 518 * TERA)},  # same figures, the cuDNN bars
+    "cudnn": {
+        "h100-sxm5-80gb": (539 * TERA, 518 * TERA)
+    },  # same figures, the cuDNN bars
 }
 """Measured attention-kernel ceilings in FLOP/s by kernel and :data:`infralens.hardware.GPUS`
 key. The H200 shares the H100's compute die and clocks and is priced with its figures, as
@@ -74,7 +76,11 @@ forward twice."""
 
 
 def attention_flops_per_token(
-    model: TransformerConfig, *, seq_len: int, recompute: str = "selective", kernel: str = "flash2"
+    model: TransformerConfig,
+    *,
+    seq_len: int,
+    recompute: str = "selective",
+    kernel: str = "flash2",
 ) -> tuple[int, int]:
     """(forward, backward) FLOPs of attention's two matmuls per token, as the kernel runs them::
 
@@ -151,7 +157,9 @@ def attention_seconds(
 
     Raises ``ValueError`` for a kernel without a measurement on *gpu*, or bad sizes.
     """
-    fwd, bwd = attention_flops_per_token(model, seq_len=seq_len, recompute=recompute, kernel=kernel)
+    fwd, bwd = attention_flops_per_token(
+        model, seq_len=seq_len, recompute=recompute, kernel=kernel
+    )
     n = float(nonnegative_number("tokens", tokens))
     if kernel == "materialized":
         m = _model(model)
@@ -165,6 +173,8 @@ def attention_seconds(
     key = _SAME_DIE.get(key, key)
     table = ATTENTION_CEILINGS[kernel]
     if key not in table:
-        raise ValueError(f"kernel {kernel!r} has no published ceiling for gpu {gpu!r}")
+        raise ValueError(
+            f"kernel {kernel!r} has no published ceiling for gpu {gpu!r}"
+        )
     c_fwd, c_bwd = table[key]
     return n * (fwd / c_fwd + bwd / c_bwd)

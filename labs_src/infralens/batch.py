@@ -21,7 +21,9 @@ from infralens._validate import positive_int
 __all__ = ["global_batch_size", "grad_accum_steps_for", "tokens_per_step"]
 
 
-def global_batch_size(*, micro_batch_size: int, grad_accum_steps: int, dp_size: int) -> int:
+def global_batch_size(
+    *, micro_batch_size: int, grad_accum_steps: int, dp_size: int
+) -> int:
     """Samples per optimizer step: ``micro_batch_size * grad_accum_steps * dp_size``.
 
     >>> global_batch_size(micro_batch_size=2, grad_accum_steps=1, dp_size=8)
@@ -56,12 +58,16 @@ def tokens_per_step(
     Raises ``ValueError`` if any argument is not a positive int.
     """
     samples = global_batch_size(
-        micro_batch_size=micro_batch_size, grad_accum_steps=grad_accum_steps, dp_size=dp_size
+        micro_batch_size=micro_batch_size,
+        grad_accum_steps=grad_accum_steps,
+        dp_size=dp_size,
     )
     return samples * positive_int("seq_len", seq_len)
 
 
-def grad_accum_steps_for(*, global_batch_size: int, micro_batch_size: int, dp_size: int) -> int:
+def grad_accum_steps_for(
+    *, global_batch_size: int, micro_batch_size: int, dp_size: int
+) -> int:
     """Accumulation steps that reach *global_batch_size*: ``B / (b * d)``.
 
     >>> grad_accum_steps_for(global_batch_size=512, micro_batch_size=2, dp_size=16)
@@ -77,7 +83,9 @@ def grad_accum_steps_for(*, global_batch_size: int, micro_batch_size: int, dp_si
     batch is not a whole multiple of ``micro_batch_size * dp_size``.
     """
     total = positive_int("global_batch_size", global_batch_size)
-    per_pass = positive_int("micro_batch_size", micro_batch_size) * positive_int("dp_size", dp_size)
+    per_pass = positive_int("micro_batch_size", micro_batch_size) * positive_int(
+        "dp_size", dp_size
+    )
     if total % per_pass:
         raise ValueError(
             "global_batch_size must divide by micro_batch_size * dp_size: "

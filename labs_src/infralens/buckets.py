@@ -49,10 +49,16 @@ def _walk(
     labels: Sequence[int],
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Core of the rule; returns (closed buckets in closing order, leftovers by first dtype)."""
-    sizes = [nonnegative_int(f"sizes_bytes[{i}]", s) for i, s in enumerate(sizes_bytes)]
+    sizes = [
+        nonnegative_int(f"sizes_bytes[{i}]", s) for i, s in enumerate(sizes_bytes)
+    ]
     if len(bucket_limits) == 0:
-        raise ValueError("bucket_limits must hold at least one limit, got an empty list")
-    limits = [positive_int(f"bucket_limits[{i}]", b) for i, b in enumerate(bucket_limits)]
+        raise ValueError(
+            "bucket_limits must hold at least one limit, got an empty list"
+        )
+    limits = [
+        positive_int(f"bucket_limits[{i}]", b) for i, b in enumerate(bucket_limits)
+    ]
     kinds = [None] * len(sizes) if dtypes is None else list(dtypes)
     if len(kinds) != len(sizes):
         raise ValueError(
@@ -67,7 +73,9 @@ def _walk(
         bucket.append(label)
         filled[kind] = filled.get(kind, 0) + size
         limit = limits[step.setdefault(kind, 0)]
-        if filled[kind] >= limit:  # close once it reaches its limit: it may exceed it
+        if (
+            filled[kind] >= limit
+        ):  # close once it reaches its limit: it may exceed it
             closed.append(bucket)
             open_[kind], filled[kind] = [], 0
             step[kind] = min(step[kind] + 1, len(limits) - 1)
@@ -98,7 +106,9 @@ def assign_buckets(
     Raises ``ValueError`` for a negative size, an empty or non-positive
     limit, or a *dtypes* list of another length than *sizes_bytes*.
     """
-    closed, leftover = _walk(sizes_bytes, bucket_limits, dtypes, range(len(sizes_bytes)))
+    closed, leftover = _walk(
+        sizes_bytes, bucket_limits, dtypes, range(len(sizes_bytes))
+    )
     return sorted(closed + leftover, key=min)
 
 
@@ -200,7 +210,10 @@ def ddp_rebuilt_buckets(
     # [start:rebuild]
     kinds = None if dtypes is None else [dtypes[i] for i in ready_order]
     closed, leftover = _walk(
-        [sizes_bytes[i] for i in ready_order], ddp_bucket_limits(bucket_cap_mb), kinds, ready_order
+        [sizes_bytes[i] for i in ready_order],
+        ddp_bucket_limits(bucket_cap_mb),
+        kinds,
+        ready_order,
     )
     return closed + leftover  # closing order: bucket 0 is reduced first
     # [end:rebuild]
@@ -273,7 +286,9 @@ def overlap(
         start = max(ready[max(bucket)], free_at)
         nbytes = sum(grad_bytes[i] for i in bucket)
         # t = alpha + 2 (n-1)/n * bytes / bandwidth
-        free_at = start + alpha + ring_bytes_sent("all_reduce", nbytes, n) / bandwidth
+        free_at = (
+            start + alpha + ring_bytes_sent("all_reduce", nbytes, n) / bandwidth
+        )
         spans.append((start, free_at))
     return Overlap(backward_end=clock, allreduce_spans=tuple(spans))
     # [end:overlap]

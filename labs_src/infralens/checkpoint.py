@@ -74,7 +74,9 @@ class Read:
 
 
 @typed
-def save_layout(shapes: Mapping[str, Sequence[int]], world_size: int) -> dict[str, list[Chunk]]:
+def save_layout(
+    shapes: Mapping[str, Sequence[int]], world_size: int
+) -> dict[str, list[Chunk]]:
     """The chunks N ranks write for tensors sharded on dim 0, one per rank.
 
     A rank whose shard is empty still records a chunk of length 0 at the end
@@ -97,7 +99,9 @@ def save_layout(shapes: Mapping[str, Sequence[int]], world_size: int) -> dict[st
     return layout
 
 
-def reshard_reads(layout: Mapping[str, Sequence[Chunk]], world_size: int) -> list[list[Read]]:
+def reshard_reads(
+    layout: Mapping[str, Sequence[Chunk]], world_size: int
+) -> list[list[Read]]:
     """For each of M loading ranks, the reads that fill its dim-0 shard.
 
     A loading rank owns rows ``[o, o + n)`` by
@@ -123,7 +127,9 @@ def reshard_reads(layout: Mapping[str, Sequence[Chunk]], world_size: int) -> lis
             raise TypeError(f"layout[{describe(name)}] must be a sequence of Chunk")
         for c in chunks:
             if not isinstance(c, Chunk):
-                raise TypeError(f"layout[{describe(name)}] must hold Chunk, got {describe(c)}")
+                raise TypeError(
+                    f"layout[{describe(name)}] must hold Chunk, got {describe(c)}"
+                )
         # [start:reshard]
         ordered = sorted(chunks, key=lambda c: c.offset)
         expected = 0
@@ -143,7 +149,13 @@ def reshard_reads(layout: Mapping[str, Sequence[Chunk]], world_size: int) -> lis
                 start, stop = max(lo, c.offset), min(hi, c.offset + c.length)
                 if start < stop:
                     reads[r].append(
-                        Read(name, c.offset, start - c.offset, start - lo, stop - start)
+                        Read(
+                            name,
+                            c.offset,
+                            start - c.offset,
+                            start - lo,
+                            stop - start,
+                        )
                     )
         # [end:reshard]
     return reads
@@ -204,9 +216,13 @@ class RolloutCursor:
         r = nonnegative_int("rollout", rollout)
         v = nonnegative_int("policy_version", policy_version)
         if r < self.next_rollout:
-            raise ValueError(f"rollout {r} was already consumed (next is {self.next_rollout})")
+            raise ValueError(
+                f"rollout {r} was already consumed (next is {self.next_rollout})"
+            )
         if r > self.next_rollout:
-            raise ValueError(f"rollout {r} skips ahead of the cursor (next is {self.next_rollout})")
+            raise ValueError(
+                f"rollout {r} skips ahead of the cursor (next is {self.next_rollout})"
+            )
         if self.policy_version - v > self.max_staleness:
             raise ValueError(
                 f"rollout {r} is stale: policy {v} is more than {self.max_staleness} "

@@ -57,10 +57,19 @@ def memory_report(
     plan, _, work = load_plan_file(path)
     if model is not None:
         check_choice("model", model, tuple(PRESETS))
-    if work is not None and model is not None and work.model and work.model != model:
-        raise ValueError(f"--model {model!r} contradicts the plan file's model {work.model!r}")
+    if (
+        work is not None
+        and model is not None
+        and work.model
+        and work.model != model
+    ):
+        raise ValueError(
+            f"--model {model!r} contradicts the plan file's model {work.model!r}"
+        )
     if model is None and (work is None or not work.model):
-        raise ValueError("name a model: --model NAME, or training.model in the plan file")
+        raise ValueError(
+            "name a model: --model NAME, or training.model in the plan file"
+        )
     config = PRESETS[model] if model is not None else work.config()  # type: ignore[union-attr]
     name = model if model is not None else work.model  # type: ignore[union-attr]
     job: dict[str, Any] = {"seq_len": config.seq_len, "micro_batch_size": 1}
@@ -156,7 +165,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         text = " ".join(message.split())
-        self.exit(2, f"{self.prog}: {text if len(text) < 200 else text[:196] + '...'}\n")
+        self.exit(
+            2, f"{self.prog}: {text if len(text) < 200 else text[:196] + '...'}\n"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -174,7 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         if not isinstance(err, BrokenPipeError):
-            print(f"infralens: cannot write the output: {err.strerror or err}", file=sys.stderr)
+            print(
+                f"infralens: cannot write the output: {err.strerror or err}",
+                file=sys.stderr,
+            )
         return 1
 
 
@@ -193,7 +207,9 @@ def _main(argv: Sequence[str] | None) -> int:
         prog="python -m infralens", description="InfraLens tools.", epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND"
+    )
     raw = argparse.RawDescriptionHelpFormatter
     plan_cmd = commands.add_parser(
         "plan",
@@ -202,7 +218,9 @@ def _main(argv: Sequence[str] | None) -> int:
         formatter_class=raw,
     )
     plan_cmd.add_argument("path", help="a parallelism_plan.yaml file")
-    plan_cmd.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    plan_cmd.add_argument(
+        "--format", choices=["text", "markdown", "json"], default="text"
+    )
     plan_cmd.add_argument("--tokens", type=int, default=None,
                           help="training tokens, for the days the run takes")  # fmt: skip
     mem_cmd = commands.add_parser(
@@ -211,26 +229,38 @@ def _main(argv: Sequence[str] | None) -> int:
         epilog=_epilog(),
         formatter_class=raw,
     )
-    mem_cmd.add_argument("--model", default=None, help="a model preset (default: the file's)")
-    mem_cmd.add_argument("--plan", required=True, help="a parallelism_plan.yaml file")
+    mem_cmd.add_argument(
+        "--model", default=None, help="a model preset (default: the file's)"
+    )
+    mem_cmd.add_argument(
+        "--plan", required=True, help="a parallelism_plan.yaml file"
+    )
     mem_cmd.add_argument("--recipe", default=None,
                          help=f"a recipe (default: the file's, else {DEFAULT_RECIPE})")  # fmt: skip
     mem_cmd.add_argument("--gpu", default="h100-sxm5-80gb", help="an HBM preset")
-    mem_cmd.add_argument("--hbm-gb", type=float, default=None, help="HBM in GB, instead of --gpu")
+    mem_cmd.add_argument(
+        "--hbm-gb", type=float, default=None, help="HBM in GB, instead of --gpu"
+    )
     rank_cmd = commands.add_parser(
         "rank",
         help="the ten fastest feasible plans for a model on a cluster",
         epilog=_epilog(),
         formatter_class=raw,
     )
-    rank_cmd.add_argument("--model", required=True, help="a model preset, e.g. llama3-70b")
-    rank_cmd.add_argument("--cluster", default="dgx-h100", help="a cluster (SYSTEMS key)")
+    rank_cmd.add_argument(
+        "--model", required=True, help="a model preset, e.g. llama3-70b"
+    )
+    rank_cmd.add_argument(
+        "--cluster", default="dgx-h100", help="a cluster (SYSTEMS key)"
+    )
     rank_cmd.add_argument("--gpus", type=int, required=True)
     rank_cmd.add_argument("--seq-len", type=int, required=True)
     rank_cmd.add_argument("--global-batch", type=int, required=True)
     rank_cmd.add_argument("--micro-batch", type=int, default=1)
     rank_cmd.add_argument(
-        "--recipe", default=None, help=f"a recipe (default: {DEFAULT_RECIPE} and fsdp2, the faster)"
+        "--recipe",
+        default=None,
+        help=f"a recipe (default: {DEFAULT_RECIPE} and fsdp2, the faster)",
     )
     rank_cmd.add_argument("--max-cp", type=int, default=8,
                           help="the largest context-parallel degree searched")  # fmt: skip
@@ -241,7 +271,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return _rank(args)
     if args.command == "memory":
         try:
-            print(memory_report(args.model, args.plan, args.recipe, args.gpu, args.hbm_gb))
+            print(
+                memory_report(
+                    args.model, args.plan, args.recipe, args.gpu, args.hbm_gb
+                )
+            )
         except (ValueError, TypeError) as err:
             print(f"infralens memory: {err}", file=sys.stderr)
             return 2
@@ -250,7 +284,9 @@ def _main(argv: Sequence[str] | None) -> int:
         plan, cluster, work = load_plan_file(args.path)
         if args.tokens is not None:
             if work is None:
-                raise ValueError("--tokens needs a 'training' section in the plan file")
+                raise ValueError(
+                    "--tokens needs a 'training' section in the plan file"
+                )
             work = replace(work, token_budget=positive_int("tokens", args.tokens))
         report = _report(plan, cluster, work)
     except (ValueError, TypeError) as err:
@@ -267,12 +303,16 @@ def _rank(args: argparse.Namespace) -> int:
     try:
         given = (args.model, args.cluster, args.gpus, args.seq_len, args.global_batch,
                  args.micro_batch, args.recipe, args.max_cp)  # fmt: skip
-        ranked = _ranked(*given)[1]  # ranked once: printed, and a row written from it
+        ranked = _ranked(*given)[
+            1
+        ]  # ranked once: printed, and a row written from it
         print(_table(given, ranked))
         if args.write_plan is not None:
             row_text, path = args.write_plan
             if not row_text.isdigit() or not 1 <= int(row_text) <= 10:
-                raise ValueError(f"--write-plan ROW must be a row number 1-10, got {row_text!r}")
+                raise ValueError(
+                    f"--write-plan ROW must be a row number 1-10, got {row_text!r}"
+                )
             if int(row_text) > len(ranked):
                 raise ValueError(f"--write-plan ROW must be at most {len(ranked)}")
             text = plan_yaml(ranked[int(row_text) - 1], args.model, args.cluster,

@@ -48,7 +48,14 @@ __all__ = [
 Value = int | Fraction
 """A number held by a rank: exact, so doctests and comparisons are deterministic."""
 
-OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce")
+OPS = (
+    "all_reduce",
+    "reduce_scatter",
+    "all_gather",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+)
 """The collectives this module models, by the names NCCL-tests uses (with underscores)."""
 
 
@@ -140,10 +147,15 @@ def all_to_all(per_rank: Sequence[Sequence[Value]]) -> list[list[Value]]:
     """
     c = _split("per_rank", per_rank)
     world = len(per_rank)
-    return [[v for src in per_rank for v in src[j * c : (j + 1) * c]] for j in range(world)]
+    return [
+        [v for src in per_rank for v in src[j * c : (j + 1) * c]]
+        for j in range(world)
+    ]
 
 
-def broadcast(per_rank: Sequence[Sequence[Value]], root: int = 0) -> list[list[Value]]:
+def broadcast(
+    per_rank: Sequence[Sequence[Value]], root: int = 0
+) -> list[list[Value]]:
     """Every rank ends with a copy of rank *root*'s list.
 
     >>> broadcast([[1, 2], [0, 0], [0, 0]], root=0)
@@ -159,7 +171,9 @@ def broadcast(per_rank: Sequence[Sequence[Value]], root: int = 0) -> list[list[V
     return [list(per_rank[r]) for _ in per_rank]
 
 
-def reduce(per_rank: Sequence[Sequence[Value]], root: int = 0) -> list[list[Value] | None]:
+def reduce(
+    per_rank: Sequence[Sequence[Value]], root: int = 0
+) -> list[list[Value] | None]:
     """Rank *root* ends with the element-wise sum; other ranks' buffers are unspecified.
 
     PyTorch documents only the destination rank's result for

@@ -70,7 +70,9 @@ same modes :mod:`infralens.memory` counts saved bytes for."""
 
 def _model(model: object) -> TransformerConfig:
     if not isinstance(model, TransformerConfig):
-        raise TypeError(f"model must be a TransformerConfig, got {type(model).__name__}")
+        raise TypeError(
+            f"model must be a TransformerConfig, got {type(model).__name__}"
+        )
     return model
 
 
@@ -92,7 +94,9 @@ def achievable_fraction(gpu: str) -> Fraction:
     return Fraction(MAMF_BF16[key], GPUS[key].bf16_flops)
 
 
-def model_flops_per_token(model: TransformerConfig, *, seq_len: int, causal: bool = False) -> int:
+def model_flops_per_token(
+    model: TransformerConfig, *, seq_len: int, causal: bool = False
+) -> int:
     """Model FLOPs per trained token, PaLM Appendix B: 6·N + 12·L·h·s.
 
     N counts every matrix the token multiplies (the layers and the output
@@ -127,7 +131,10 @@ def model_flops_per_token(model: TransformerConfig, *, seq_len: int, causal: boo
 
 
 def gemm_flops_per_token(
-    model: TransformerConfig, *, recompute: str = "selective", stack: str = "megatron"
+    model: TransformerConfig,
+    *,
+    recompute: str = "selective",
+    stack: str = "megatron",
 ) -> int:
     """FLOPs of the weight matmuls per trained token, recomputation included::
 
@@ -159,7 +166,9 @@ def gemm_flops_per_token(
         total += 2 * m.layers * m.layer_params()
     elif mode == "selective" and who == "pytorch":
         h = m.hidden
-        total += 2 * m.layers * (h * m.kv_heads * m.head_dim + h * h + h * m.ffn_hidden)
+        total += (
+            2 * m.layers * (h * m.kv_heads * m.head_dim + h * h + h * m.ffn_hidden)
+        )
     return total
 
 
@@ -192,11 +201,15 @@ def hardware_flops_per_token(
     Raises ``ValueError`` for an unknown *recompute* or *stack*, or *seq_len* below 1.
     """
     kernel = "flash2" if causal else "materialized"
-    fwd, bwd = attention_flops_per_token(model, seq_len=seq_len, recompute=recompute, kernel=kernel)
+    fwd, bwd = attention_flops_per_token(
+        model, seq_len=seq_len, recompute=recompute, kernel=kernel
+    )
     return gemm_flops_per_token(model, recompute=recompute, stack=stack) + fwd + bwd
 
 
-def mfu(achieved_flops_per_s: float | int | Fraction, peak_flops_per_s: float | int) -> float:
+def mfu(
+    achieved_flops_per_s: float | int | Fraction, peak_flops_per_s: float | int
+) -> float:
     """Model FLOPs utilisation: achieved model FLOP/s over the *dense* peak.
 
     Dividing by the dense peak is PaLM's definition. A rate computed

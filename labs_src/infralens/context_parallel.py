@@ -22,7 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice, divisible, in_int_range, positive_int, ranks_cap
+from infralens._validate import (
+    check_choice,
+    divisible,
+    in_int_range,
+    positive_int,
+    ranks_cap,
+)
 from infralens.collectives import all_to_all, ring_bytes_sent
 from infralens.memory import activation_bytes_per_layer
 from infralens.sharding import chunk_offsets, chunk_sizes
@@ -104,7 +110,10 @@ def token_ranges(
     mode = check_choice("layout", layout, LAYOUTS)
     pieces = n if mode == "contiguous" else 2 * n
     spans = [
-        (o, o + z) for o, z in zip(chunk_offsets(s, pieces), chunk_sizes(s, pieces), strict=True)
+        (o, o + z)
+        for o, z in zip(
+            chunk_offsets(s, pieces), chunk_sizes(s, pieces), strict=True
+        )
     ]
     if mode == "contiguous":
         return tuple((span,) for span in spans)
@@ -112,7 +121,9 @@ def token_ranges(
     return tuple((spans[order[2 * r]], spans[order[2 * r + 1]]) for r in range(n))
 
 
-def causal_work(seq_len: int, cp: int, layout: str = "contiguous") -> tuple[int, ...]:
+def causal_work(
+    seq_len: int, cp: int, layout: str = "contiguous"
+) -> tuple[int, ...]:
     """Unmasked (query, key) pairs of causal attention each rank computes.
 
     A query at position q attends keys 0..q, so a range ``[a, b)`` of
@@ -182,7 +193,9 @@ def ulysses_bytes(
     """
     # [start:ulysses]
     # one head of the local buffer: b * (s / cp) * head_dim * e bytes
-    per_head = _tokens(seq_len, cp) * _head_bytes(micro_batch, head_dim, bytes_per_element)
+    per_head = _tokens(seq_len, cp) * _head_bytes(
+        micro_batch, head_dim, bytes_per_element
+    )
     divisible("heads", positive_int("heads", heads), "cp", cp)
     divisible("kv_heads", positive_int("kv_heads", kv_heads), "cp", cp)
     divisible("heads", heads, "kv_heads", kv_heads)
@@ -195,7 +208,9 @@ def ulysses_bytes(
         # the all-to-all keeps 1/cp of the buffer at home, sends (cp - 1) / cp
         return int(ring_bytes_sent("all_to_all", per_head * n_heads, cp))
 
-    return UlyssesBytes(q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads))
+    return UlyssesBytes(
+        q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads)
+    )
     # [end:ulysses]
 
 
@@ -205,7 +220,9 @@ one through an all-to-all, so the work grows with ``seq_len * heads``."""
 
 
 @typed
-def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int, int]]]:
+def ulysses_placement(
+    seq_len: int, cp: int, heads: int
+) -> list[list[tuple[int, int]]]:
     """``(token, head)`` pairs each rank holds after the sequence-to-heads all-to-all.
 
     Rank r starts with tokens ``[r*c, (r+1)*c)`` of every head (c = seq_len /
@@ -237,7 +254,9 @@ def ulysses_placement(seq_len: int, cp: int, heads: int) -> list[list[tuple[int,
         ]
         for r in range(n)
     ]
-    return [[(int(v) // heads, int(v) % heads) for v in row] for row in all_to_all(send)]
+    return [
+        [(int(v) // heads, int(v) % heads) for v in row] for row in all_to_all(send)
+    ]
 
 
 def activation_bytes_per_rank(
@@ -284,4 +303,8 @@ def activation_bytes_per_rank(
     if mode == "table2_at_s_over_cp":
         return table2("none")
     rest = table2("selective")
-    return rest if mode == "flash" else rest + 5 * heads * micro_batch_size * local * seq_len
+    return (
+        rest
+        if mode == "flash"
+        else rest + 5 * heads * micro_batch_size * local * seq_len
+    )

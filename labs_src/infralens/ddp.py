@@ -43,7 +43,9 @@ T = TypeVar("T")
 
 
 @typed
-def mean_squared_error_grad(weight: Value, samples: Sequence[tuple[Value, Value]]) -> Fraction:
+def mean_squared_error_grad(
+    weight: Value, samples: Sequence[tuple[Value, Value]]
+) -> Fraction:
     """Gradient of the mean loss ``(w*x - y)**2 / 2`` over *samples*, at *weight*.
 
     ``grad = sum((w*x - y) * x) / len(samples)``.
@@ -57,7 +59,9 @@ def mean_squared_error_grad(weight: Value, samples: Sequence[tuple[Value, Value]
     """
     if len(samples) == 0:
         raise ValueError("samples must hold at least one (x, y) pair, got 0")
-    total = sum((Fraction(weight * x - y) * x for x, y in samples), start=Fraction(0))
+    total = sum(
+        (Fraction(weight * x - y) * x for x, y in samples), start=Fraction(0)
+    )
     return total / len(samples)
 
 
@@ -107,7 +111,9 @@ def ddp_gradients(
     if len(per_rank_samples) == 0:
         raise ValueError("per_rank_samples must hold at least one rank, got 0")
     if any(len(s) == 0 for s in per_rank_samples):
-        raise ValueError("per_rank_samples must hold at least one (x, y) pair on every rank")
+        raise ValueError(
+            "per_rank_samples must hold at least one (x, y) pair on every rank"
+        )
     local = [[mean_squared_error_grad(weight, s)] for s in per_rank_samples]
     # g = (g_0 + ... + g_{n-1}) / n: the only exchange between ranks
     summed = all_reduce(local)
@@ -146,7 +152,12 @@ class DataParallelStep:
     bytes_per_grad: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("dp_size", "micro_batch_size", "grad_accum_steps", "num_params"):
+        for name in (
+            "dp_size",
+            "micro_batch_size",
+            "grad_accum_steps",
+            "num_params",
+        ):
             positive_int(name, getattr(self, name))
         positive_int("bytes_per_grad", self.bytes_per_grad)
         check_fields(self)

@@ -65,14 +65,20 @@ __all__ = [
 ]
 
 
-def _slowest(plan: ParallelPlan, axis: str, cluster: Cluster) -> tuple[str, list[int]]:
+def _slowest(
+    plan: ParallelPlan, axis: str, cluster: Cluster
+) -> tuple[str, list[int]]:
     groups = plan.groups(axis)
     spans = [g for g in groups if cluster.tier_of(g) == cluster.inter]
-    return (cluster.inter.name, spans[0]) if spans else (cluster.intra.name, groups[0])
+    return (
+        (cluster.inter.name, spans[0]) if spans else (cluster.intra.name, groups[0])
+    )
 
 
 @typed
-def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Worksheet:
+def fill_worksheet(
+    plan: ParallelPlan, cluster: Cluster, work: Workload
+) -> Worksheet:
     """Fill the axis table, communication table and memory for *plan* on *cluster*.
 
     Memory is :func:`infralens.fit.gpu_memory` for the workload's recipe
@@ -90,19 +96,30 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     if plan.ep != 1:
         raise ValueError(f"ep must be 1 for a dense workload, got {plan.ep}")
     if work.seq_len % plan.cp:
-        raise ValueError(f"seq_len must be divisible by cp: {work.seq_len} % {plan.cp}")
+        raise ValueError(
+            f"seq_len must be divisible by cp: {work.seq_len} % {plan.cp}"
+        )
     m = grad_accum_steps_for(
         global_batch_size=work.global_batch_size,
         micro_batch_size=work.micro_batch_size,
         dp_size=plan.dp,
     )
-    b, s, h, e = work.micro_batch_size, work.seq_len // plan.cp, work.hidden, work.bytes_per_element
+    b, s, h, e = (
+        work.micro_batch_size,
+        work.seq_len // plan.cp,
+        work.hidden,
+        work.bytes_per_element,
+    )
     stage_layers, cfg = padded_shard_size(work.layers, plan.pp), work.config()
     params = padded_shard_size(work.num_params, plan.tp * plan.pp)
-    recipe = work.resolved_recipe()  # the step's too: its ZeRO stage and gradient bytes
+    recipe = (
+        work.resolved_recipe()
+    )  # the step's too: its ZeRO stage and gradient bytes
     zero, grad = recipe.zero_stage, 4 if recipe.grad_reduce_in_fp32 else 2
     fp8 = recipe.precision == "fp8" and zero != 3  # Transformer Engine's TP gathers
-    sp_t = plan.tp if work.sequence_parallel else 1  # a stage sends its sequence shard
+    sp_t = (
+        plan.tp if work.sequence_parallel else 1
+    )  # a stage sends its sequence shard
     step = estimate(
         cfg, plan, cluster, seq_len=work.seq_len,
         global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
@@ -131,7 +148,9 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
     for axis in ("tp", "cp", "pp", "dp"):
         if axis == "cp" and plan.cp == 1:
             continue
-        link = _slowest(plan, axis, cluster)[0] if getattr(plan, axis) > 1 else "none"
+        link = (
+            _slowest(plan, axis, cluster)[0] if getattr(plan, axis) > 1 else "none"
+        )
         axes.append(AxisRow(axis, getattr(plan, axis), link, REASONS[axis]))
     sharded = plan.dp if zero else 1
     axes.append(AxisRow("zero", sharded, axes[-1].placement if sharded > 1 else "none",
@@ -146,39 +165,63 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
         if degree == 1:
             continue
         link, group = _slowest(plan, axis, cluster)
-        calls: list[tuple[str, int, int]] = []  # (collective, bytes, calls per step)
+        calls: list[
+            tuple[str, int, int]
+        ] = []  # (collective, bytes, calls per step)
         # TP: S = b·s·h·e bytes a call; per layer 2 in each pass (forward, backward and,
         # with full recomputation, forward again), as infralens.step prices them
         tp_calls = 2 * (3 if work.recompute == "full" else 2) * stage_layers * m
         if axis == "tp" and work.sequence_parallel:
-            back = 2 * stage_layers * m if fp8 else tp_calls  # FP8: forward gathers, 1 byte
+            back = (
+                2 * stage_layers * m if fp8 else tp_calls
+            )  # FP8: forward gathers, 1 byte
             calls.append(("all_gather", b * s * h * e, back))
             if fp8:
                 calls.append(("all_gather", b * s * h * e // 2, tp_calls - back))
             calls.append(("reduce_scatter", b * s * h * e, tp_calls))
         elif axis == "tp":
             calls.append(("all_reduce", b * s * h * e, tp_calls))
-        elif axis == "cp":  # the K/V ring: cp - 1 hops of this rank's K and V, 3 passes
-            kv = 2 * b * s * cfg.kv_heads * cfg.head_dim * e // min(plan.tp, cfg.kv_heads)
+        elif (
+            axis == "cp"
+        ):  # the K/V ring: cp - 1 hops of this rank's K and V, 3 passes
+            kv = (
+                2
+                * b
+                * s
+                * cfg.kv_heads
+                * cfg.head_dim
+                * e
+                // min(plan.tp, cfg.kv_heads)
+            )
             calls.append(("send_recv", kv, 3 * (plan.cp - 1) * stage_layers * m))
-        elif axis == "pp":  # an activation forward, a gradient back, per chunk; SP: 1/t each
+        elif (
+            axis == "pp"
+        ):  # an activation forward, a gradient back, per chunk; SP: 1/t each
             calls.append(("send_recv", b * s * h * e // sp_t, 2 * m * work.chunks))
         else:  # DP: gradients in the recipe's reduce dtype, parameters in its gather dtype
             for op, _ in step_collectives(zero):
-                size = params * (recipe.gather_bytes if op == "all_gather" and zero else grad)
+                size = params * (
+                    recipe.gather_bytes if op == "all_gather" and zero else grad
+                )
                 if zero == 3:  # ZeRO-3: each layer's share, every micro-batch
                     calls.append((op, size // stage_layers, stage_layers * m))
                 else:  # the whole shard once a step
                     calls.append((op, size, 1))
         for op, nbytes, count in calls:
-            if op == "send_recv":  # priced on the chain's slowest hop, as the step does
+            if (
+                op == "send_recv"
+            ):  # priced on the chain's slowest hop, as the step does
                 sent = Fraction(nbytes * count)
                 pair = ring_hop(cluster, group)
-                seconds = count * Fraction(predict("send_recv", nbytes, cluster, pair).seconds)
+                seconds = count * Fraction(
+                    predict("send_recv", nbytes, cluster, pair).seconds
+                )
                 link = cluster.tier_of(pair).name
             else:  # a ring sends (n − 1)/n · S per call
                 sent = ring_bytes_sent(op, nbytes, degree) * count
-                seconds = Fraction(predict(op, nbytes, cluster, group).seconds) * count
+                seconds = (
+                    Fraction(predict(op, nbytes, cluster, group).seconds) * count
+                )
             # [end:traffic]
             risk = (
                 "crosses nodes: shares the node's network adapters"
@@ -187,19 +230,34 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
             )
             frequency = FREQUENCY[axis]
             if axis == "tp" and fp8 and op == "all_gather":
-                frequency += ": FP8 in forward" if nbytes < b * s * h * e else ": bf16 in backward"
+                frequency += (
+                    ": FP8 in forward"
+                    if nbytes < b * s * h * e
+                    else ": bf16 in backward"
+                )
             if axis == "dp" and op == "all_gather":
                 frequency = {
                     0: "per backward bucket (second half of the all-reduce)",
                     3: "per wrapped unit, forward and backward (FSDP/ZeRO-3 gather)",
                 }.get(zero, "per step, after the optimizer (updated parameters)")
             comms.append(CommRow(axis, op, frequency, link, sent, seconds, risk))
-    if recipe.scaling == "delayed":  # the amax all-reduces the step adds to its DP term
-        group, chunk = amax_group(plan), max(1, cfg.layers // (plan.pp * work.chunks))
-        runs = m * work.chunks  # each chunk's forward and its backward, every micro-batch
+    if (
+        recipe.scaling == "delayed"
+    ):  # the amax all-reduces the step adds to its DP term
+        group, chunk = (
+            amax_group(plan),
+            max(1, cfg.layers // (plan.pp * work.chunks)),
+        )
+        runs = (
+            m * work.chunks
+        )  # each chunk's forward and its backward, every micro-batch
         each = (amax_bytes(chunk), amax_bytes(chunk, backward=True))  # fp32 amaxes
-        sent = runs * sum((ring_bytes_sent("all_reduce", n, len(group)) for n in each), Fraction())
-        seconds = Fraction(amax_reduction(cluster, group, chunk_layers=chunk, chunks=runs))
+        sent = runs * sum(
+            (ring_bytes_sent("all_reduce", n, len(group)) for n in each), Fraction()
+        )
+        seconds = Fraction(
+            amax_reduction(cluster, group, chunk_layers=chunk, chunks=runs)
+        )
         link = cluster.tier_of(group).name
         comms.append(CommRow("dp", "all_reduce", "per chunk, forward and backward (FP8 "
                              "amax, delayed scaling, over TP x DP x CP)", link, sent, seconds,
@@ -212,7 +270,9 @@ def fill_worksheet(plan: ParallelPlan, cluster: Cluster, work: Workload) -> Work
 
 
 @typed
-def compare(plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload) -> list[Worksheet]:
+def compare(
+    plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload
+) -> list[Worksheet]:
     """Fill one worksheet per plan, in the order given.
 
     >>> from infralens.plan import ParallelPlan
@@ -233,7 +293,9 @@ def _share(sheet: Worksheet) -> str:
     e = sheet.step
     if e is None or e.seconds <= 0:
         return ""
-    return f" ({getattr(e.breakdown, sheet.bottleneck) / e.seconds:.0%} of the step)"
+    return (
+        f" ({getattr(e.breakdown, sheet.bottleneck) / e.seconds:.0%} of the step)"
+    )
 
 
 @typed
@@ -268,7 +330,11 @@ def render_markdown(sheet: Worksheet) -> str:
         for r in sheet.comms
     ]
     over = sheet.shortfall_bytes / 1e9
-    verdict = f"does not fit by {over:.1f} GB" if over > 0 else f"fits, {-over:.1f} GB spare"
+    verdict = (
+        f"does not fit by {over:.1f} GB"
+        if over > 0
+        else f"fits, {-over:.1f} GB spare"
+    )
     lines += [
         "",
         f"Memory per GPU ({sheet.recipe} recipe): {sheet.model_state_bytes / 1e9:.1f} GB model "

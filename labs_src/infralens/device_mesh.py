@@ -48,9 +48,13 @@ _AXES = ("tp", "cp", "dp", "pp")
 
 
 def _mesh(mesh_shape: Sequence[int]) -> tuple[int, ...]:
-    dims = tuple(positive_int(f"mesh_shape[{i}]", d) for i, d in enumerate(mesh_shape))
+    dims = tuple(
+        positive_int(f"mesh_shape[{i}]", d) for i, d in enumerate(mesh_shape)
+    )
     if not 1 <= len(dims) <= len(_AXES):
-        raise ValueError(f"mesh_shape must have 1 to {len(_AXES)} dimensions, got {len(dims)}")
+        raise ValueError(
+            f"mesh_shape must have 1 to {len(_AXES)} dimensions, got {len(dims)}"
+        )
     return dims
 
 
@@ -93,7 +97,9 @@ def _placement(index: int, placement: str, ndim: int) -> int | None:
         return None
     match = _SHARD.match(placement) if isinstance(placement, str) else None
     if not match:
-        raise ValueError(f"placements[{index}] must be 'R' or 'S(d)', got {describe(placement)}")
+        raise ValueError(
+            f"placements[{index}] must be 'R' or 'S(d)', got {describe(placement)}"
+        )
     return rank_in(f"placements[{index}] tensor dim", int(match[1]), ndim)
 
 
@@ -129,11 +135,17 @@ def local_shape(
     the mesh's.
     """
     dims = _mesh(mesh_shape)
-    shape = [nonnegative_int(f"global_shape[{i}]", d) for i, d in enumerate(global_shape)]
+    shape = [
+        nonnegative_int(f"global_shape[{i}]", d) for i, d in enumerate(global_shape)
+    ]
     for name, seq in (("placements", placements), ("coordinate", coordinate)):
         if len(seq) != len(dims):
-            raise ValueError(f"{name} must have one entry per mesh dimension ({len(dims)})")
-    for k, (size, p, c) in enumerate(zip(dims, placements, coordinate, strict=True)):
+            raise ValueError(
+                f"{name} must have one entry per mesh dimension ({len(dims)})"
+            )
+    for k, (size, p, c) in enumerate(
+        zip(dims, placements, coordinate, strict=True)
+    ):
         d = _placement(k, p, len(shape))
         at = rank_in(f"coordinate[{k}]", c, size)
         if d is not None:
@@ -214,7 +226,9 @@ def mesh_dims(
             f"mesh_shape must multiply to the cluster's {cluster.world_size} GPUs, got {prod(dims)}"
         )
     if len(names) != len(dims) or len(set(names)) != len(names):
-        raise ValueError(f"names must be {len(dims)} distinct names, got {list(names)}")
+        raise ValueError(
+            f"names must be {len(dims)} distinct names, got {list(names)}"
+        )
     out = []
     for k, name in enumerate(names):
         groups = mesh_groups(dims, k)

@@ -97,8 +97,12 @@ class Trace:
     def __post_init__(self) -> None:
         # work and memory grow with the records, never with world_size itself
         w = ranks_cap("world_size", self.world_size)
-        if isinstance(self.records, str | bytes) or not isinstance(self.records, Sequence):
-            raise TypeError(f"records must be a sequence of RankStep, got {describe(self.records)}")
+        if isinstance(self.records, str | bytes) or not isinstance(
+            self.records, Sequence
+        ):
+            raise TypeError(
+                f"records must be a sequence of RankStep, got {describe(self.records)}"
+            )
         steps: dict[int, set[int]] = {}
         for r in self.records:
             if not isinstance(r, RankStep):
@@ -109,7 +113,9 @@ class Trace:
                     f"records at step {r.step} must have ranks 0..{w - 1}; unexpected [{r.rank}]"
                 )
             if r.rank in ranks:
-                raise ValueError(f"records: rank {r.rank} appears twice at step {r.step}")
+                raise ValueError(
+                    f"records: rank {r.rank} appears twice at step {r.step}"
+                )
             ranks.add(r.rank)
         if not steps:
             raise ValueError("records must hold at least one record")
@@ -117,7 +123,11 @@ class Trace:
             if len(ranks) != w:
                 gone = w - len(ranks)
                 missing = list(islice((k for k in range(w) if k not in ranks), 8))
-                more = f" and {gone - len(missing)} more" if gone > len(missing) else ""
+                more = (
+                    f" and {gone - len(missing)} more"
+                    if gone > len(missing)
+                    else ""
+                )
                 raise ValueError(
                     f"records at step {step} must have ranks 0..{w - 1} once each; "
                     f"missing {missing}{more}"
@@ -129,7 +139,9 @@ class Trace:
 
         Raises ``ValueError`` unless *field* is one of step_s, compute_s, comm_s, data_wait_s.
         """
-        check_choice("field", field, ("step_s", "compute_s", "comm_s", "data_wait_s"))
+        check_choice(
+            "field", field, ("step_s", "compute_s", "comm_s", "data_wait_s")
+        )
         by_rank: list[list[float]] = [[] for _ in range(self.world_size)]
         for r in self.records:  # one pass: linear in the records
             by_rank[r.rank].append(getattr(r, field))
@@ -151,15 +163,23 @@ def load_trace(path: str | Path) -> Trace:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         raise ValueError(f"trace {where} is not JSON") from None
-    if not isinstance(data, Mapping) or "records" not in data or "world_size" not in data:
-        raise ValueError(f"trace {where} must be a JSON object with 'world_size' and 'records'")
+    if (
+        not isinstance(data, Mapping)
+        or "records" not in data
+        or "world_size" not in data
+    ):
+        raise ValueError(
+            f"trace {where} must be a JSON object with 'world_size' and 'records'"
+        )
     fields = ("step", "rank", "compute_s", "comm_s", "data_wait_s")
     if not isinstance(data["records"], list):
         raise ValueError(f"trace {where}: records must be a list")
     try:
         records = tuple(RankStep(*(r[f] for f in fields)) for r in data["records"])
     except (KeyError, TypeError):
-        raise ValueError(f"every record in {where} needs {', '.join(fields)}") from None
+        raise ValueError(
+            f"every record in {where} needs {', '.join(fields)}"
+        ) from None
     except ValueError as err:
         raise ValueError(f"trace {where}: {str(err)[:200]}") from None
     try:
@@ -217,21 +237,31 @@ def classify(
             )
     if not any(step):
         raise ValueError("trace records all take 0 s: nothing to classify")
-    step = [s or 1.0 for s in step]  # an idle rank (0 s) contributes share 0, not 0/0
+    step = [
+        s or 1.0 for s in step
+    ]  # an idle rank (0 s) contributes share 0, not 0/0
     # share = seconds / step on each rank, median over ranks: data wait first, then collectives
     share_wait = median(w / s for w, s in zip(wait, step, strict=True))
     if share_wait > stall_fraction:
-        return Diagnosis("input-pipeline stall", None, f"data wait is {share_wait:.0%} of the step")
+        return Diagnosis(
+            "input-pipeline stall",
+            None,
+            f"data wait is {share_wait:.0%} of the step",
+        )
     share_comm = median(c / s for c, s in zip(comm, step, strict=True))
     share_compute = median(c / s for c, s in zip(compute, step, strict=True))
-    shares = f"exposed collectives take {share_comm:.0%}, compute {share_compute:.0%}"
+    shares = (
+        f"exposed collectives take {share_comm:.0%}, compute {share_compute:.0%}"
+    )
     # bound by the largest term: compute against exposed collectives
     if share_comm > share_compute:
         return Diagnosis("communication-bound", None, shares)
     return Diagnosis("compute-bound", None, shares)
 
 
-def scaling_efficiency(step_seconds: Mapping[int, float], *, weak: bool = True) -> dict[int, float]:
+def scaling_efficiency(
+    step_seconds: Mapping[int, float], *, weak: bool = True
+) -> dict[int, float]:
     """Efficiency at each world size relative to the smallest one measured.
 
     Weak scaling (fixed work per GPU): ``t(n0) / t(n)``. Strong scaling (fixed
@@ -247,7 +277,9 @@ def scaling_efficiency(step_seconds: Mapping[int, float], *, weak: bool = True) 
     if not step_seconds:
         raise ValueError("step_seconds must hold at least one world size")
     if not isinstance(step_seconds, Mapping):
-        raise TypeError(f"step_seconds must be a mapping, got {type(step_seconds).__name__}")
+        raise TypeError(
+            f"step_seconds must be a mapping, got {type(step_seconds).__name__}"
+        )
     flag("weak", weak)
     for n, t in step_seconds.items():
         positive_int("step_seconds key (world size)", n)

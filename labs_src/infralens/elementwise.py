@@ -108,7 +108,9 @@ def elementwise_bytes(
         )  # fmt: skip
         return (5 if rec == "full" else 4) * saved
     if not m.gated_mlp or m.norm != "rmsnorm" or m.bias or m.learned_positions:
-        raise ValueError("kernels='eager' is counted for torchtitan's Llama block only")
+        raise ValueError(
+            "kernels='eager' is counted for torchtitan's Llama block only"
+        )
     h = m.hidden / (t if sp else 1)
     qkv = (m.heads + m.kv_heads) * m.head_dim / t
     f = m.ffn_hidden / t

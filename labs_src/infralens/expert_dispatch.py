@@ -163,7 +163,9 @@ def all_to_all_bytes(
     is not square, or a count is negative.
     """
     # [start:bytes]
-    h = positive_int("hidden", hidden) * positive_int("bytes_per_element", bytes_per_element)
+    h = positive_int("hidden", hidden) * positive_int(
+        "bytes_per_element", bytes_per_element
+    )
     if same_lengths("counts", counts) != len(counts):
         raise ValueError(f"counts must be square (ep x ep), got {len(counts)} rows")
     # bytes[i] = h * e * sum(counts[i][j] for j != i); the diagonal stays home
@@ -187,7 +189,10 @@ def rank_tokens(per_expert: Sequence[int], ep: int) -> list[int]:
         raise ValueError("per_expert must hold at least one expert")
     per = _experts_per_rank(len(per_expert), ep)
     return [
-        sum(nonnegative_int("per_expert", n) for n in per_expert[r * per : (r + 1) * per])
+        sum(
+            nonnegative_int("per_expert", n)
+            for n in per_expert[r * per : (r + 1) * per]
+        )
         for r in range(ep)
     ]
 
@@ -225,7 +230,9 @@ def layer_seconds(
     tokens = rank_tokens([nonnegative_int("load", n) for n in load], ep)
     # with a capacity every expert computes its whole buffer, full or padded
     if capacity is not None:
-        tokens = rank_tokens([nonnegative_int("capacity", capacity)] * len(load), ep)
+        tokens = rank_tokens(
+            [nonnegative_int("capacity", capacity)] * len(load), ep
+        )
     # seconds = max over ranks of tokens * flops_per_token / flops_per_second
     return max(tokens) * f / rate
     # [end:layer-time]

@@ -43,7 +43,9 @@ __all__ = [
 
 
 @typed
-def top_k_experts(scores: Sequence[Sequence[Value | float]], top_k: int) -> list[tuple[int, ...]]:
+def top_k_experts(
+    scores: Sequence[Sequence[Value | float]], top_k: int
+) -> list[tuple[int, ...]]:
     """Each token's ``top_k`` experts, highest score first; ties go to the lower index.
 
     Token t takes the first ``top_k`` experts e sorted by
@@ -62,7 +64,9 @@ def top_k_experts(scores: Sequence[Sequence[Value | float]], top_k: int) -> list
     out = []
     for t, row in enumerate(scores):
         if len(row) != len(scores[0]):
-            raise ValueError(f"scores rows must all hold one score per expert: row {t} differs")
+            raise ValueError(
+                f"scores rows must all hold one score per expert: row {t} differs"
+            )
         if k > len(row):
             raise ValueError(f"top_k must be <= experts: {k} > {len(row)}")
         for s in row:
@@ -135,7 +139,9 @@ def _checked(routes: Sequence[Sequence[int]], experts: int) -> int:
 
 
 @typed
-def route(routes: Sequence[Sequence[int]], experts: int, capacity: int | None = None) -> Routing:
+def route(
+    routes: Sequence[Sequence[int]], experts: int, capacity: int | None = None
+) -> Routing:
     """Count each expert's tokens and keep at most *capacity*, in order of arrival.
 
     Arrival order is token order, and a token's choices best first; once an
@@ -169,7 +175,9 @@ def route(routes: Sequence[Sequence[int]], experts: int, capacity: int | None = 
 
 @typed
 def load_balancing_loss(
-    probs: Sequence[Sequence[Value | float]], load: Sequence[int], alpha: Value | float = 1
+    probs: Sequence[Sequence[Value | float]],
+    load: Sequence[int],
+    alpha: Value | float = 1,
 ) -> Fraction:
     """Switch Transformer's auxiliary loss: ``alpha * N * sum_i f_i * P_i``.
 
@@ -195,4 +203,6 @@ def load_balancing_loss(
         raise ValueError("load must route at least one token, got 0")
     a = Fraction(nonnegative_number("alpha", alpha))
     mean_p = [sum(Fraction(row[i]) for row in probs) / len(probs) for i in range(n)]
-    return Fraction(a * n * sum(Fraction(load[i], total) * mean_p[i] for i in range(n)))
+    return Fraction(
+        a * n * sum(Fraction(load[i], total) * mean_p[i] for i in range(n))
+    )

@@ -106,7 +106,9 @@ def tree_links(nodes: int, node: int) -> tuple[int, int]:
     return sum(x != -1 for x in first), sum(x != -1 for x in second)
 
 
-def node_egress_bytes(algorithm: str, nbytes: int, *, nodes: int, gpus_per_node: int) -> Fraction:
+def node_egress_bytes(
+    algorithm: str, nbytes: int, *, nodes: int, gpus_per_node: int
+) -> Fraction:
     """Bytes the busiest node sends into the network for an all-reduce of *nbytes* per GPU.
 
     - ``ring``: ``ring_bytes_sent("all_reduce", S, nodes · gpus_per_node)``,
@@ -148,7 +150,9 @@ def node_egress_bytes(algorithm: str, nbytes: int, *, nodes: int, gpus_per_node:
     return Fraction(s, 2) * max(sum(tree_links(n, node)) for node in range(n))
 
 
-def nvls_buffer_bytes(*, heads: int, channels: int, chunk_bytes: int = NVLS_CHUNK_BYTES) -> int:
+def nvls_buffer_bytes(
+    *, heads: int, channels: int, chunk_bytes: int = NVLS_CHUNK_BYTES
+) -> int:
     """GPU memory NCCL allocates per GPU for one communicator's NVLS buffers.
 
     ``heads · channels · 2 · chunk_bytes · NCCL_STEPS``: for every NVLS head

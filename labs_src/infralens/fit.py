@@ -80,7 +80,11 @@ class Breakdown:
     def total(self) -> int:
         """All five components, in bytes."""
         return (
-            self.model_states + self.gathered + self.activations + self.logits + self.grad_buffers
+            self.model_states
+            + self.gathered
+            + self.activations
+            + self.logits
+            + self.grad_buffers
         )
 
 
@@ -88,7 +92,9 @@ def _recipe(recipe: str | Recipe) -> Recipe:
     if isinstance(recipe, Recipe):
         return recipe
     if not isinstance(recipe, str):
-        raise TypeError(f"recipe must be a str or Recipe, got {type(recipe).__name__}")
+        raise TypeError(
+            f"recipe must be a str or Recipe, got {type(recipe).__name__}"
+        )
     return RECIPES[check_choice("recipe", recipe, tuple(RECIPES))]
 
 
@@ -105,22 +111,33 @@ def _stage(
     t, p = plan.tp, plan.pp
     first, last = rank == 0, rank == p - 1
     params = layers * m.layer_params() // t
-    head = m.output_params() + m.norm_params()  # the output layer and the final norm
+    head = (
+        m.output_params() + m.norm_params()
+    )  # the output layer and the final norm
     edge = (m.embedding_params() if first else 0) + (head if last else 0)
     params += edge // t
     # model states = bytes per parameter (d = dp·cp) × parameters this GPU owns + fixed bytes
     states = recipe_bytes_of(r, plan.dp * plan.cp) * params
-    if r.precision == "fp8":  # amax history, MXFP8 scales of the cached weight copies
+    if (
+        r.precision == "fp8"
+    ):  # amax history, MXFP8 scales of the cached weight copies
         states += state_bytes(m, scaling=r.scaling, amax_history=r.amax_history, tp=t,
                               layers=layers)  # fmt: skip
     fsdp = r.zero_stage == 3 and r.stack == "pytorch"
-    gathered = r.gather_bytes * (edge // t + 2 * m.layer_params() // t) if fsdp else 0
+    gathered = (
+        r.gather_bytes * (edge // t + 2 * m.layer_params() // t) if fsdp else 0
+    )
     buffers = 0
     if fsdp:  # parameters as flat 1-D shapes: per-parameter padding left out
-        ends = [(m.embedding_params() if first else 0) // t, (head if last else 0) // t]
+        ends = [
+            (m.embedding_params() if first else 0) // t,
+            (head if last else 0) // t,
+        ]
         root = Unit("root", tuple((n,) for n in ends))
         unit = Unit("layer", ((m.layer_params() // t,),))
-        buffers = gradient_buffer_peak(root, [unit] * layers, plan.dp * plan.cp, head_params=1)
+        buffers = gradient_buffer_peak(
+            root, [unit] * layers, plan.dp * plan.cp, head_params=1
+        )
     name = "first" if first else "last" if last else f"stage {rank}"
     return Breakdown(
         stage=name,
@@ -194,7 +211,9 @@ def gpu_memory(
         raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
     r = _recipe(recipe)
     if plan.ep != 1:
-        raise ValueError(f"ep must be 1: the memory count is for dense models, got {plan.ep}")
+        raise ValueError(
+            f"ep must be 1: the memory count is for dense models, got {plan.ep}"
+        )
     s = positive_int("seq_len", seq_len)
     divisible("seq_len", s, "cp", plan.cp)
     v = positive_int("chunks", chunks)
@@ -206,11 +225,15 @@ def gpu_memory(
         who = "megatron"
     sl, b = s // plan.cp, micro_batch_size
 
-    def saved(mode: str) -> int:  # one layer's saved bytes under *mode*, FP8 inputs counted
+    def saved(
+        mode: str,
+    ) -> int:  # one layer's saved bytes under *mode*, FP8 inputs counted
         kept = activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=who,
                                 sequence_parallel=sequence_parallel, recompute=mode,
                                 attention=attention)  # fmt: skip
-        if r.precision == "fp8":  # Transformer Engine saves the linears' inputs in FP8
+        if (
+            r.precision == "fp8"
+        ):  # Transformer Engine saves the linears' inputs in FP8
             kept += saved_activation_change(m, seq_len=sl, micro_batch_size=b, tp=plan.tp,
                                             scaling=r.scaling, stack=who, recompute=mode,
                                             sequence_parallel=sequence_parallel)  # fmt: skip
@@ -220,14 +243,18 @@ def gpu_memory(
     # the layer whose backward runs also holds what recomputation rebuilt: what it saves
     # without recomputation, less what the policy kept
     working = saved("none") - act
-    logits = loss_peak_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, loss=r.loss)
+    logits = loss_peak_bytes(
+        m, seq_len=sl, micro_batch_size=b, tp=plan.tp, loss=r.loss
+    )
     head = head_activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=who,
                                  sequence_parallel=sequence_parallel)  # fmt: skip
     stages = []
     for i, chunk in enumerate(split):  # activations: layers of the chunks in flight
         units = layers_in_flight(i, plan.pp, chunk, microbatches=microbatches)
         stage = _stage(m, plan, r, i, sum(chunk), units, act, logits)
-        held = working + (head if i == plan.pp - 1 else 0)  # the last stage keeps the head's
+        held = working + (
+            head if i == plan.pp - 1 else 0
+        )  # the last stage keeps the head's
         stages.append(replace(stage, activations=stage.activations + held))
     return max(stages, key=lambda b: b.total)
 

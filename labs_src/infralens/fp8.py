@@ -61,7 +61,10 @@ LINEARS = 4
 
 
 def fp8_gemm_flops_per_token(
-    model: TransformerConfig, *, recompute: str = "selective", stack: str = "megatron"
+    model: TransformerConfig,
+    *,
+    recompute: str = "selective",
+    stack: str = "megatron",
 ) -> int:
     """The part of :func:`infralens.compute.gemm_flops_per_token` an FP8 recipe runs in FP8.
 
@@ -75,7 +78,10 @@ def fp8_gemm_flops_per_token(
     Raises ``ValueError`` for an unknown *recompute* or *stack*.
     """
     m = _model(model)
-    return gemm_flops_per_token(m, recompute=recompute, stack=stack) - 6 * m.vocab_size * m.hidden
+    return (
+        gemm_flops_per_token(m, recompute=recompute, stack=stack)
+        - 6 * m.vocab_size * m.hidden
+    )
 
 
 def _per_element(scaling: str) -> Fraction:
@@ -83,7 +89,11 @@ def _per_element(scaling: str) -> Fraction:
     current scaling reads the input once more for its amax, MXFP8 writes two scale bytes
     per 32 elements."""
     kind = check_choice("scaling", scaling, SCALINGS)
-    extra = {"delayed": Fraction(0), "current": Fraction(2), "mxfp8": Fraction(2, MXFP8_BLOCK)}
+    extra = {
+        "delayed": Fraction(0),
+        "current": Fraction(2),
+        "mxfp8": Fraction(2, MXFP8_BLOCK),
+    }
     return 4 + extra[kind]
 
 
@@ -119,7 +129,9 @@ def quantize_bytes(
     *recompute*, or *tp* not dividing heads, kv_heads or ffn_hidden.
     """
     m = _model(model)
-    sb = positive_int("seq_len", seq_len) * positive_int("micro_batch_size", micro_batch_size)
+    sb = positive_int("seq_len", seq_len) * positive_int(
+        "micro_batch_size", micro_batch_size
+    )
     t = positive_int("tp", tp)
     who = check_choice("stack", stack, STACKS)
     mode = check_choice("recompute", recompute, RECOMPUTE)
@@ -190,7 +202,12 @@ def amax_bytes(layers: int, *, backward: bool = False) -> int:
 
 
 def state_bytes(
-    model: TransformerConfig | str, *, scaling: str, amax_history: int, tp: int = 1, layers: int
+    model: TransformerConfig | str,
+    *,
+    scaling: str,
+    amax_history: int,
+    tp: int = 1,
+    layers: int,
 ) -> int:
     """Persistent FP8 bookkeeping of *layers* blocks on one GPU, beyond the recipe's buffers.
 
@@ -242,15 +259,24 @@ def saved_activation_change(
     Raises ``ValueError`` as :func:`quantize_bytes` does.
     """
     m = _model(model)
-    sb = positive_int("seq_len", seq_len) * positive_int("micro_batch_size", micro_batch_size)
+    sb = positive_int("seq_len", seq_len) * positive_int(
+        "micro_batch_size", micro_batch_size
+    )
     t = positive_int("tp", tp)
     check_choice("scaling", scaling, SCALINGS)
     who = check_choice("stack", stack, STACKS)
-    if check_choice("recompute", recompute, RECOMPUTE) == "full" or who == "pytorch":
+    if (
+        check_choice("recompute", recompute, RECOMPUTE) == "full"
+        or who == "pytorch"
+    ):
         return 0
     norm_t = t if sequence_parallel else 1
-    fp8_copies = Fraction(2 * m.hidden, norm_t) + Fraction(m.ffn_hidden + m.hidden, t)
-    dropped = Fraction(2 * m.hidden, norm_t) + Fraction(m.ffn_hidden, t)  # bf16 → fp8
+    fp8_copies = Fraction(2 * m.hidden, norm_t) + Fraction(
+        m.ffn_hidden + m.hidden, t
+    )
+    dropped = Fraction(2 * m.hidden, norm_t) + Fraction(
+        m.ffn_hidden, t
+    )  # bf16 → fp8
     scale = Fraction(1, MXFP8_BLOCK) if scaling == "mxfp8" else Fraction(0)
     change = sb * (Fraction(m.hidden, t) - dropped + scale * fp8_copies)
     return -(-change.numerator // change.denominator)

@@ -46,10 +46,14 @@ class Unit:
         check_fields(self)
         unit = describe(self.name)
         if not self.param_shapes:
-            raise ValueError(f"param_shapes of unit {unit} must hold at least one shape")
+            raise ValueError(
+                f"param_shapes of unit {unit} must hold at least one shape"
+            )
         for shape in self.param_shapes:
             if not shape:
-                raise ValueError(f"param_shapes of unit {unit} must not hold a 0-d shape")
+                raise ValueError(
+                    f"param_shapes of unit {unit} must not hold a 0-d shape"
+                )
             for d in shape:
                 nonnegative_int(f"param_shapes of unit {unit}", d)
 
@@ -120,7 +124,10 @@ class Event:
 
 @typed
 def step_events(
-    units: Sequence[Unit], *, reshard_after_forward: bool = True, backward_prefetch: bool = True
+    units: Sequence[Unit],
+    *,
+    reshard_after_forward: bool = True,
+    backward_prefetch: bool = True,
 ) -> list[Event]:
     """The events of one forward and backward pass, in FSDP2's issue order.
 
@@ -174,7 +181,9 @@ def step_events(
     return events
 
 
-def _live_sizes(units: Sequence[Unit], events: Sequence[Event], weight: Sequence[int]) -> int:
+def _live_sizes(
+    units: Sequence[Unit], events: Sequence[Event], weight: Sequence[int]
+) -> int:
     live: set[int] = set()
     peak = 0
     for e in events:
@@ -182,13 +191,18 @@ def _live_sizes(units: Sequence[Unit], events: Sequence[Event], weight: Sequence
             live.add(e.unit)
         elif e.op == "free":
             live.discard(e.unit)
-        peak = max(peak, sum(weight[i] for i in live))  # Σ weights of the live units
+        peak = max(
+            peak, sum(weight[i] for i in live)
+        )  # Σ weights of the live units
     return peak
 
 
 @typed
 def peak_live_units(
-    units: Sequence[Unit], *, reshard_after_forward: bool = True, backward_prefetch: bool = True
+    units: Sequence[Unit],
+    *,
+    reshard_after_forward: bool = True,
+    backward_prefetch: bool = True,
 ) -> int:
     """The most units whose full parameters are live at once during a step.
 
@@ -199,6 +213,8 @@ def peak_live_units(
     8
     """
     events = step_events(
-        units, reshard_after_forward=reshard_after_forward, backward_prefetch=backward_prefetch
+        units,
+        reshard_after_forward=reshard_after_forward,
+        backward_prefetch=backward_prefetch,
     )
     return _live_sizes(units, events, [1] * len(units))

@@ -66,7 +66,9 @@ def peak_unsharded_bytes(
     b = positive_int("bytes_per_param", bytes_per_param)
     sizes = [unit_padded_numel(u, world_size) * b for u in units]
     events = step_events(
-        units, reshard_after_forward=reshard_after_forward, backward_prefetch=backward_prefetch
+        units,
+        reshard_after_forward=reshard_after_forward,
+        backward_prefetch=backward_prefetch,
     )
     return _live_sizes(units, events, sizes)
 
@@ -111,10 +113,14 @@ def gradient_buffer_peak(
     e = positive_int("compute_bytes", compute_bytes)
     n = len(root.param_shapes)
     if nonnegative_int("head_params", head_params) > n:
-        raise ValueError(f"head_params must be in range(0, {n + 1}), got {head_params}")
+        raise ValueError(
+            f"head_params must be in range(0, {n + 1}), got {head_params}"
+        )
     head = e * sum(_prod(s) for s in root.param_shapes[n - head_params :])
     peak, held = head, 0
-    rs_input: dict[Unit, int] = {}  # a model repeats one layer's unit: pad each kind once
+    rs_input: dict[
+        Unit, int
+    ] = {}  # a model repeats one layer's unit: pad each kind once
     for u in reversed(units):
         grad = e * u.numel
         if u not in rs_input:
@@ -199,13 +205,19 @@ def footprint(
     everything = [root, *units]
     shard = sum(unit_shard_numel(u, w) for u in everything)
     owned = sum(
-        chunk_sizes(s[0], w)[rank] * _prod(s[1:]) for u in everything for s in u.param_shapes
+        chunk_sizes(s[0], w)[rank] * _prod(s[1:])
+        for u in everything
+        for s in u.param_shapes
     )
     return Footprint(
         parameters=4 * shard,
         gradients=4 * shard,
         optimizer=8 * owned,
         root=e * unit_padded_numel(root, w),
-        peak_units=peak_unsharded_bytes(units, w, bytes_per_param=e) if units else 0,
-        grad_buffers=gradient_buffer_peak(root, units, w, head_params=head_params, compute_bytes=e),
+        peak_units=peak_unsharded_bytes(units, w, bytes_per_param=e)
+        if units
+        else 0,
+        grad_buffers=gradient_buffer_peak(
+            root, units, w, head_params=head_params, compute_bytes=e
+        ),
     )

@@ -103,7 +103,10 @@ def young_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
 
     Raises ``ValueError`` if either argument is <= 0.
     """
-    delta, m = _pos("checkpoint_seconds", checkpoint_seconds), _pos("mtbf_seconds", mtbf_seconds)
+    delta, m = (
+        _pos("checkpoint_seconds", checkpoint_seconds),
+        _pos("mtbf_seconds", mtbf_seconds),
+    )
     return math.sqrt(2 * delta * m)
 
 
@@ -126,7 +129,10 @@ def daly_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
 
     Raises ``ValueError`` if either argument is <= 0.
     """
-    delta, m = _pos("checkpoint_seconds", checkpoint_seconds), _pos("mtbf_seconds", mtbf_seconds)
+    delta, m = (
+        _pos("checkpoint_seconds", checkpoint_seconds),
+        _pos("mtbf_seconds", mtbf_seconds),
+    )
     if delta >= 2 * m:
         return m
     x = delta / (2 * m)
@@ -134,7 +140,9 @@ def daly_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
     return math.sqrt(2 * delta * m) * (1 + math.sqrt(x) / 3 + x / 9) - delta
 
 
-def optimal_checkpoint_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
+def optimal_checkpoint_interval(
+    *, checkpoint_seconds: float, mtbf_seconds: float
+) -> float:
     """Seconds of work between checkpoints that maximise goodput: Daly's estimate.
 
     See :func:`~infralens.goodput.daly_interval`;
@@ -146,7 +154,9 @@ def optimal_checkpoint_interval(*, checkpoint_seconds: float, mtbf_seconds: floa
 
     Raises ``ValueError`` if either argument is <= 0.
     """
-    return daly_interval(checkpoint_seconds=checkpoint_seconds, mtbf_seconds=mtbf_seconds)
+    return daly_interval(
+        checkpoint_seconds=checkpoint_seconds, mtbf_seconds=mtbf_seconds
+    )
 
 
 def expected_loss_per_failure(
@@ -191,9 +201,14 @@ def goodput(
     """
     tau = _pos("interval_seconds", interval_seconds)
     delta = _nonneg("checkpoint_seconds", checkpoint_seconds)
-    r, m = _nonneg("restart_seconds", restart_seconds), _pos("mtbf_seconds", mtbf_seconds)
+    r, m = (
+        _nonneg("restart_seconds", restart_seconds),
+        _pos("mtbf_seconds", mtbf_seconds),
+    )
     # In logarithms, so that costs far beyond the MTBF give a goodput near 0, not an overflow.
-    return math.exp(math.log(tau) - math.log(m) - r / m - _log_expm1((tau + delta) / m))
+    return math.exp(
+        math.log(tau) - math.log(m) - r / m - _log_expm1((tau + delta) / m)
+    )
 
 
 def _log_expm1(x: float) -> float:
@@ -201,7 +216,9 @@ def _log_expm1(x: float) -> float:
     return x + math.log1p(-math.exp(-x)) if x > 1 else math.log(math.expm1(x))
 
 
-def max_restart_seconds(*, target: float, checkpoint_seconds: float, mtbf_seconds: float) -> float:
+def max_restart_seconds(
+    *, target: float, checkpoint_seconds: float, mtbf_seconds: float
+) -> float:
     """Longest restart that still reaches goodput *target* at the optimal interval.
 
     Solves :func:`goodput` for ``R`` with ``tau`` from
@@ -216,7 +233,10 @@ def max_restart_seconds(*, target: float, checkpoint_seconds: float, mtbf_second
     g = _pos("target", target)
     if g >= 1:
         raise ValueError(f"target must be < 1, got {target}")
-    delta, m = _pos("checkpoint_seconds", checkpoint_seconds), _pos("mtbf_seconds", mtbf_seconds)
+    delta, m = (
+        _pos("checkpoint_seconds", checkpoint_seconds),
+        _pos("mtbf_seconds", mtbf_seconds),
+    )
     tau = daly_interval(checkpoint_seconds=delta, mtbf_seconds=m)
     return m * (math.log(tau) - math.log(g * m) - _log_expm1((tau + delta) / m))
 
@@ -261,4 +281,6 @@ def checkpoint_cost(
     write = nbytes / _pos("storage_bytes_per_s", storage_bytes_per_s)
     if staging_bytes_per_s is None:
         return CheckpointCost(write, 0.0)
-    return CheckpointCost(nbytes / n / _pos("staging_bytes_per_s", staging_bytes_per_s), write)
+    return CheckpointCost(
+        nbytes / n / _pos("staging_bytes_per_s", staging_bytes_per_s), write
+    )

@@ -76,7 +76,15 @@ GPUS: dict[str, GPU] = {
     # A100 datasheet (80GB SXM): BF16 312 TFLOP/s dense (624 with sparsity), no FP8,
     # HBM2e 80 GB at 2,039 GB/s, NVLink 3 600 GB/s over 12 links.
     "a100-sxm4-80gb": GPU(
-        "A100 SXM4 80GB", "ampere", 312 * TERA, 0, 80 * GB, 2039 * GB, 12, 300 * GB, False
+        "A100 SXM4 80GB",
+        "ampere",
+        312 * TERA,
+        0,
+        80 * GB,
+        2039 * GB,
+        12,
+        300 * GB,
+        False,
     ),
     # H100 datasheet (SXM): BF16 1,979 and FP8 3,958 TFLOP/s "with sparsity", so
     # 989.5 and 1,979 dense; HBM3 80 GB at 3.35 TB/s; NVLink 4 900 GB/s over 18 links.
@@ -143,15 +151,18 @@ MAMF_BF16: dict[str, int] = {
     # Matmul FLOPS comparison table", BF16, mean of 100 iterations after 50 warm-up:
     "a100-sxm4-80gb": 271_200 * 10**9,  # NVIDIA A100 SXM 271.2 (torch 2.6.0+cu126)
     "h100-sxm5-80gb": 794_500 * 10**9,  # NVIDIA H100 SXM 794.5 (torch 2.7.0+cu126)
-    "h200-sxm-141gb": 794_500 * 10**9,  # same table: "H200 is the same" as the H100 SXM
+    "h200-sxm-141gb": 794_500
+    * 10**9,  # same table: "H200 is the same" as the H100 SXM
 }
 """Measured BF16 matmul ceilings in FLOP/s, by :data:`GPUS` key: the *maximum achievable
 matmul FLOPS* over a sweep of shapes, not a datasheet figure."""
 
 MAMF_FP8: dict[str, int] = {
     # the same table, FP8 (float8_e4m3fn) inputs; the A100 has no FP8 tensor cores:
-    "h100-sxm5-80gb": 1_402_600 * 10**9,  # NVIDIA H100 SXM 1402.6 (torch 2.7.0+cu126)
-    "h200-sxm-141gb": 1_453_400 * 10**9,  # NVIDIA H200 SXM 1453.4 (torch 2.7.1+cu128)
+    "h100-sxm5-80gb": 1_402_600
+    * 10**9,  # NVIDIA H100 SXM 1402.6 (torch 2.7.0+cu126)
+    "h200-sxm-141gb": 1_453_400
+    * 10**9,  # NVIDIA H200 SXM 1453.4 (torch 2.7.1+cu128)
 }
 """Measured FP8 matmul ceilings in FLOP/s, by :data:`GPUS` key (70.9 % and 73.4 % of the
 1,979 TFLOP/s dense peak: quantised GEMMs reach less of their peak than BF16 ones do)."""
@@ -231,25 +242,60 @@ class System:
 SYSTEMS: dict[str, System] = {
     # DGX A100 datasheet: 8 A100, 8 single-port ConnectX-6 200 Gb/s HDR InfiniBand.
     "dgx-a100": System(
-        "DGX A100", GPUS["a100-sxm4-80gb"], 8, 8, 8, 200 * GB, True, "InfiniBand HDR"
+        "DGX A100",
+        GPUS["a100-sxm4-80gb"],
+        8,
+        8,
+        8,
+        200 * GB,
+        True,
+        "InfiniBand HDR",
     ),
     # DGX H100 datasheet: 8 H100, 8 single-port ConnectX-7 400 Gb/s InfiniBand/Ethernet.
     "dgx-h100": System(
-        "DGX H100", GPUS["h100-sxm5-80gb"], 8, 8, 8, 400 * GB, True, "InfiniBand NDR"
+        "DGX H100",
+        GPUS["h100-sxm5-80gb"],
+        8,
+        8,
+        8,
+        400 * GB,
+        True,
+        "InfiniBand NDR",
     ),
     # DGX H200 datasheet: 8 H200, the DGX H100's eight 400 Gb/s ConnectX-7 adapters.
     "dgx-h200": System(
-        "DGX H200", GPUS["h200-sxm-141gb"], 8, 8, 8, 400 * GB, True, "InfiniBand NDR"
+        "DGX H200",
+        GPUS["h200-sxm-141gb"],
+        8,
+        8,
+        8,
+        400 * GB,
+        True,
+        "InfiniBand NDR",
     ),
     # Meta's Grand Teton hosts of torchtitan's H100 benchmarks: 8 of the HBM2e H100s above
     # "fully connected with NVLink" and "400 Gb/s per GPU" of backend RDMA network.
     "grand-teton-h100-hbm2e": System(
-        "Grand Teton H100 HBM2e", GPUS["h100-hbm2e-96gb"], 8, 8, 8, 400 * GB, True, "RDMA"
+        "Grand Teton H100 HBM2e",
+        GPUS["h100-hbm2e-96gb"],
+        8,
+        8,
+        8,
+        400 * GB,
+        True,
+        "RDMA",
     ),
     # GB200 NVL72: 18 compute trays of 4 GPUs joined by one NVLink 5 fabric; NVIDIA's
     # multi-node NVLink tuning guide gives each tray ConnectX-7 adapters, one per GPU.
     "gb200-nvl72": System(
-        "GB200 NVL72", GPUS["b200-gb200"], 4, 72, 4, 400 * GB, True, "InfiniBand NDR"
+        "GB200 NVL72",
+        GPUS["b200-gb200"],
+        4,
+        72,
+        4,
+        400 * GB,
+        True,
+        "InfiniBand NDR",
     ),
 }
 # [end:systems]

@@ -38,14 +38,23 @@ from infralens._validate import check_choice, divisible, flag, positive_int
 from infralens.memory import STACKS, _ceil, _model
 from infralens.model import TransformerConfig
 
-__all__ = ["LOSS_COPIES", "head_activation_bytes", "logits_bytes", "loss_peak_bytes"]
+__all__ = [
+    "LOSS_COPIES",
+    "head_activation_bytes",
+    "logits_bytes",
+    "loss_peak_bytes",
+]
 
 LOSS_COPIES: dict[str, int] = {"fused": 1, "eager": 3, "loss_parallel": 4}
 """fp32 logit-sized tensors alive at the loss's peak, by kernel (see the module docstring)."""
 
 
 def logits_bytes(
-    model: TransformerConfig | str, *, seq_len: int, micro_batch_size: int, tp: int = 1
+    model: TransformerConfig | str,
+    *,
+    seq_len: int,
+    micro_batch_size: int,
+    tp: int = 1,
 ) -> int:
     """Bytes the loss keeps for backward: the fp32 log-softmax of the logits, 4·s·b·V/t.
 
@@ -94,8 +103,12 @@ def loss_peak_bytes(
     Raises ``ValueError`` for a size below 1 or an unknown *loss*.
     """
     kind = check_choice("loss", loss, ("fused", "eager"))
-    one = logits_bytes(model, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp)
-    return one * LOSS_COPIES["loss_parallel" if kind == "eager" and tp > 1 else kind]
+    one = logits_bytes(
+        model, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp
+    )
+    return (
+        one * LOSS_COPIES["loss_parallel" if kind == "eager" and tp > 1 else kind]
+    )
 
 
 def head_activation_bytes(

@@ -110,7 +110,10 @@ def sharding_step(
     divisible("world_size", world, "shard", s)
     if not units:
         raise ValueError("units must hold at least one Unit")
-    pb, rb = positive_int("param_bytes", param_bytes), positive_int("reduce_bytes", reduce_bytes)
+    pb, rb = (
+        positive_int("param_bytes", param_bytes),
+        positive_int("reduce_bytes", reduce_bytes),
+    )
     r = world // s
     replicate_dim, shard_dim = mesh_dims(cluster, (r, s), ("replicate", "shard"))
     where = {d.name: (d.groups[0], d.link) for d in (replicate_dim, shard_dim)}

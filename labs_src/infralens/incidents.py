@@ -58,16 +58,36 @@ XID: dict[int, XidEvent] = {
     e.code: e
     for e in (
         # NVIDIA, GPU Memory Error Management (A100 and later) and the Xid catalog.
-        XidEvent(48, "double-bit (uncorrectable) ECC error in GPU memory", "gpu", "reset_gpu"),
+        XidEvent(
+            48,
+            "double-bit (uncorrectable) ECC error in GPU memory",
+            "gpu",
+            "reset_gpu",
+        ),
         XidEvent(
             94,
             "contained ECC error: only the process using the memory is hit",
             "process",
             "restart_process",
         ),
-        XidEvent(95, "uncontained ECC error: every process on the GPU is hit", "gpu", "reset_gpu"),
-        XidEvent(74, "NVLink error between the GPU and a peer or NVSwitch", "gpu", "reset_gpu"),
-        XidEvent(79, "GPU has fallen off the bus: the host cannot reach it", "node", "drain_node"),
+        XidEvent(
+            95,
+            "uncontained ECC error: every process on the GPU is hit",
+            "gpu",
+            "reset_gpu",
+        ),
+        XidEvent(
+            74,
+            "NVLink error between the GPU and a peer or NVSwitch",
+            "gpu",
+            "reset_gpu",
+        ),
+        XidEvent(
+            79,
+            "GPU has fallen off the bus: the host cannot reach it",
+            "node",
+            "drain_node",
+        ),
     )
 }
 """The Xid codes a training operator meets most, by code."""
@@ -97,7 +117,9 @@ def node_response(codes: Sequence[int]) -> str:
     for i, code in enumerate(codes):
         if code not in XID:
             known = ", ".join(map(str, sorted(XID)))
-            raise ValueError(f"codes[{i}] must be one of the known Xid codes {known}; got {code}")
+            raise ValueError(
+                f"codes[{i}] must be one of the known Xid codes {known}; got {code}"
+            )
         worst = max(worst, ACTIONS.index(XID[code].action))
     return "none" if worst < 0 else ACTIONS[worst]
 

@@ -53,9 +53,12 @@ __all__ = [
 PARTS = ("problem", "mechanism", "communication", "tradeoff", "measurement")
 MIN_WORDS = 8
 COLLECTIVES = re.compile(
-    r"all-reduce|all-gather|reduce-scatter|all-to-all|broadcast|send/recv|send|recv", re.I
+    r"all-reduce|all-gather|reduce-scatter|all-to-all|broadcast|send/recv|send|recv",
+    re.I,
 )
-LINKS = re.compile(r"nvlink|network|infiniband|pcie|inside a node|across nodes|node", re.I)
+LINKS = re.compile(
+    r"nvlink|network|infiniband|pcie|inside a node|across nodes|node", re.I
+)
 STATE_WORDS = re.compile(r"shard|replicat|split|partition", re.I)
 SIGNALS = re.compile(
     r"profiler|trace|max_memory_allocated|bandwidth|busbw|step time|mfu|nccl_debug|nsys|"
@@ -96,13 +99,21 @@ class Scenario:
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"{part} must not be empty")
             if len(text.split()) < MIN_WORDS:
-                raise ValueError(f"{part} is too vague: use at least {MIN_WORDS} words")
+                raise ValueError(
+                    f"{part} is too vague: use at least {MIN_WORDS} words"
+                )
         if not STATE_WORDS.search(self.mechanism):
-            raise ValueError("mechanism must say what is sharded, split or replicated")
+            raise ValueError(
+                "mechanism must say what is sharded, split or replicated"
+            )
         if not COLLECTIVES.search(self.communication):
-            raise ValueError("communication must name a collective (all-reduce, all-gather, ...)")
+            raise ValueError(
+                "communication must name a collective (all-reduce, all-gather, ...)"
+            )
         if not LINKS.search(self.communication):
-            raise ValueError("communication must name the link it crosses (NVLink, network, ...)")
+            raise ValueError(
+                "communication must name the link it crosses (NVLink, network, ...)"
+            )
         if not SIGNALS.search(self.measurement):
             raise ValueError(
                 "measurement must name a signal (profiler trace, memory, bandwidth, ...)"
@@ -153,9 +164,13 @@ def seventy_b_on_64_gpus() -> Scenario:
     sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
     half_tp = fill_worksheet(ParallelPlan(tp=4, pp=8, dp=2), cluster, work)
     step, alt = sheet.step, half_tp.step
-    assert step is not None and alt is not None  # fill_worksheet always prices the step
+    assert (
+        step is not None and alt is not None
+    )  # fill_worksheet always prices the step
     # share of a term = its seconds / the step's seconds; the largest share sets the step
-    share = {name: seconds / step.seconds for name, seconds in step.breakdown.items()}
+    share = {
+        name: seconds / step.seconds for name, seconds in step.breakdown.items()
+    }
     return Scenario(
         "A 70B model on 64 GPUs",
         f"Model states alone are {_gb(model_state_bytes(psi, dp_size=1, stage=0))} with "
@@ -242,11 +257,22 @@ def long_context_out_of_memory() -> Scenario:
 
 def job_hangs_at_scale() -> Scenario:
     """A 16,384-GPU job that hangs, with the culprit and the cost of a restart computed."""
-    last = {0: 1_203_457, 1: 1_203_457, 2: 1_203_456, 3: 1_203_457}  # one group's flight records
+    last = {
+        0: 1_203_457,
+        1: 1_203_457,
+        2: 1_203_456,
+        3: 1_203_457,
+    }  # one group's flight records
     (culprit,) = hang_culprits(last)
-    mtbf = observed_mtbf_seconds(interruptions=466, seconds=54 * 86_400)  # Llama 3, 3.3.4
-    tau = optimal_checkpoint_interval(checkpoint_seconds=30, mtbf_seconds=mtbf)  # 30 s: assumed
-    loss = expected_loss_per_failure(interval_seconds=tau, checkpoint_seconds=30, restart_seconds=0)
+    mtbf = observed_mtbf_seconds(
+        interruptions=466, seconds=54 * 86_400
+    )  # Llama 3, 3.3.4
+    tau = optimal_checkpoint_interval(
+        checkpoint_seconds=30, mtbf_seconds=mtbf
+    )  # 30 s: assumed
+    loss = expected_loss_per_failure(
+        interval_seconds=tau, checkpoint_seconds=30, restart_seconds=0
+    )
     return Scenario(
         "A 16,384-GPU job that hangs",
         "At step 40,000 the job stops and every rank but one reports an NCCL timeout; at "

@@ -90,7 +90,12 @@ class Lab:
 
 
 def _lab(
-    number: int, topic: str, axis: str, modules: tuple[str, ...], slug: str, label: str = ""
+    number: int,
+    topic: str,
+    axis: str,
+    modules: tuple[str, ...],
+    slug: str,
+    label: str = "",
 ) -> Lab:
     return Lab(
         number=number,
@@ -105,7 +110,9 @@ def _lab(
 
 LABS: tuple[Lab, ...] = (
     _lab(1, "Data-parallel gradients", "DP", ("ddp",), "data-parallel"),
-    _lab(2, "Gradient buckets and overlap", "DP", ("buckets",), "gradient-bucketing"),
+    _lab(
+        2, "Gradient buckets and overlap", "DP", ("buckets",), "gradient-bucketing"
+    ),
     _lab(3, "ZeRO stages", "ZeRO/FSDP", ("zero",), "zero"),
     _lab(4, "FSDP life cycle", "ZeRO/FSDP", ("fsdp", "fsdp_memory"), "fsdp"),
     _lab(
@@ -124,7 +131,9 @@ LABS: tuple[Lab, ...] = (
     ),
     _lab(7, "3D parallel plan", "Cluster", ("plan",), "3d-parallelism"),
     _lab(8, "Topology", "Cluster", ("topology", "hardware"), "topology"),
-    _lab(9, "Interview scenarios", "Interview", ("interview",), "interview-scenarios"),
+    _lab(
+        9, "Interview scenarios", "Interview", ("interview",), "interview-scenarios"
+    ),
     _lab(
         10,
         "Context parallel",
@@ -132,14 +141,40 @@ LABS: tuple[Lab, ...] = (
         ("context_parallel", "ring_attention"),
         "context-parallel",
     ),
-    _lab(11, "Expert parallel", "EP", ("experts", "expert_dispatch"), "expert-parallel"),
+    _lab(
+        11,
+        "Expert parallel",
+        "EP",
+        ("experts", "expert_dispatch"),
+        "expert-parallel",
+    ),
     _lab(12, "64-GPU design worksheet", "Cluster", ("design",), "cluster-design"),
     _lab(13, "Sharded checkpoints", "Operations", ("checkpoint",), "checkpoints"),
-    _lab(14, "Diagnosis", "Operations", ("diagnosis", "failure_checklist"), "diagnosis"),
+    _lab(
+        14,
+        "Diagnosis",
+        "Operations",
+        ("diagnosis", "failure_checklist"),
+        "diagnosis",
+    ),
     _lab(15, "Inside NCCL", "Cluster", ("nccl",), "nccl"),
-    _lab(16, "Step time and MFU", "Cluster", ("step", "compute"), "step-time", "step"),
-    _lab(17, "Memory and precision", "Cluster", ("fit", "memory", "precision"), "memory"),
-    _lab(18, "Operations and goodput", "Operations", ("operations", "goodput"), "operations"),
+    _lab(
+        16, "Step time and MFU", "Cluster", ("step", "compute"), "step-time", "step"
+    ),
+    _lab(
+        17,
+        "Memory and precision",
+        "Cluster",
+        ("fit", "memory", "precision"),
+        "memory",
+    ),
+    _lab(
+        18,
+        "Operations and goodput",
+        "Operations",
+        ("operations", "goodput"),
+        "operations",
+    ),
 )
 """Every lab, in number order."""
 
@@ -160,7 +195,9 @@ MODEL_ARITHMETIC_MODULES: tuple[str, ...] = (
 
 def _pair(*numbers: int) -> tuple[str, ...]:
     """Each lab's section, then the lab itself."""
-    return tuple(page for n in numbers for page in (lab(n).section_page, lab(n).page))
+    return tuple(
+        page for n in numbers for page in (lab(n).section_page, lab(n).page)
+    )
 
 
 TERM_HOMES: dict[str, str] = {
@@ -225,7 +262,9 @@ def lab(number: int) -> Lab:
     for item in LABS:
         if item.number == number:
             return item
-    raise ValueError(f"number must be one of the lab numbers 1-{len(LABS)}, got {number}")
+    raise ValueError(
+        f"number must be one of the lab numbers 1-{len(LABS)}, got {number}"
+    )
 
 
 def labs_on_axis(axis: str) -> tuple[Lab, ...]:

@@ -24,10 +24,16 @@ from fractions import Fraction
 
 from infralens._validate import positive_int, positive_number
 
-__all__ = ["megatron_flops_per_iteration", "megatron_param_count", "megatron_training_seconds"]
+__all__ = [
+    "megatron_flops_per_iteration",
+    "megatron_param_count",
+    "megatron_training_seconds",
+]
 
 
-def megatron_param_count(*, layers: int, hidden: int, vocab_size: int, seq_len: int) -> int:
+def megatron_param_count(
+    *, layers: int, hidden: int, vocab_size: int, seq_len: int
+) -> int:
     """GPT parameter count in the closed form of Narayanan et al. (2021), Eq. 2.
 
     P = 12·l·h²·(1 + 13/(12·h) + (V + s)/(12·l·h)) = 12·l·h² + 13·l·h + (V + s)·h
@@ -88,7 +94,11 @@ def megatron_flops_per_iteration(
 
 
 def megatron_training_seconds(
-    *, tokens: int, num_params: int, gpus: int, flops_per_gpu: int | float | Fraction
+    *,
+    tokens: int,
+    num_params: int,
+    gpus: int,
+    flops_per_gpu: int | float | Fraction,
 ) -> Fraction:
     """End-to-end training time estimate of Narayanan et al. (2021), Eq. 4.
 

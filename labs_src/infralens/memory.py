@@ -232,17 +232,29 @@ def activation_bytes(
                 "attention='flash' and dropout=False only"
             )
         kv = m.kv_heads * m.head_dim
-        widths = [h, kv, kv, h, *([f, f, h] if m.gated_mlp else [f, h])]  # mm outputs, in order
+        widths = [
+            h,
+            kv,
+            kv,
+            h,
+            *([f, f, h] if m.gated_mlp else [f, h]),
+        ]  # mm outputs, in order
         return e * sb * (h + sum(widths[0::2]) + h) + 4 * a * sb
     # [start:saved-tensors]
     seq_t = t if sequence_parallel else 1  # norms, dropout masks, residual
-    col_t = t if sequence_parallel and who == "megatron" else 1  # column-parallel inputs
+    col_t = (
+        t if sequence_parallel and who == "megatron" else 1
+    )  # column-parallel inputs
     if mode == "full":
         return e * sb * h // seq_t
     stats = 8 if m.norm == "layernorm" else 4
-    total = Fraction(2 * (e * sb * h + stats * sb) + (2 if dropout else 0) * sb * h, seq_t)
+    total = Fraction(
+        2 * (e * sb * h + stats * sb) + (2 if dropout else 0) * sb * h, seq_t
+    )
     total += Fraction(2 * e * sb * h, col_t)
-    if kind == "flash":  # q and output e·sbh each, k and v e·sb·g·d each, LSE 4·a·s·b
+    if (
+        kind == "flash"
+    ):  # q and output e·sbh each, k and v e·sb·g·d each, LSE 4·a·s·b
         attn = e * sb * h * 2 + 2 * e * sb * m.kv_heads * m.head_dim
         attn += 4 * a * sb if mode == "none" else 0
     else:  # q, k, v at a heads and the projection input 4·e·sbh; softmax e·a·s²·b

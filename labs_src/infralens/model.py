@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice, divisible, positive_int, positive_number
+from infralens._validate import (
+    check_choice,
+    divisible,
+    positive_int,
+    positive_number,
+)
 
 __all__ = [
     "NORMS",
@@ -72,7 +77,14 @@ class TransformerConfig:
     learned_positions: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size"):
+        for name in (
+            "layers",
+            "hidden",
+            "heads",
+            "kv_heads",
+            "ffn_hidden",
+            "vocab_size",
+        ):
             positive_int(name, getattr(self, name))
         positive_int("seq_len", self.seq_len)
         check_choice("norm", self.norm, NORMS)
@@ -148,7 +160,9 @@ class TransformerConfig:
 
 
 @typed
-def training_flops(config: TransformerConfig, tokens: int, *, attention: bool = False) -> int:
+def training_flops(
+    config: TransformerConfig, tokens: int, *, attention: bool = False
+) -> int:
     """Training FLOPs for *tokens* tokens: the 6N rule, optionally with attention.
 
     C = 6·N·D, with N = ``config.num_params()`` and D = *tokens* (Kaplan et
@@ -176,7 +190,9 @@ def training_flops(config: TransformerConfig, tokens: int, *, attention: bool = 
     return per_token * tokens
 
 
-def llama_ffn_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: Fraction | None = None) -> int:
+def llama_ffn_hidden(
+    dim: int, multiple_of: int, ffn_dim_multiplier: Fraction | None = None
+) -> int:
     """The SwiGLU width Meta's Llama code derives from ``dim``.
 
     f = ⌊2·4·dim / 3⌋, then ⌊multiplier·f⌋ if a multiplier is given, then
@@ -235,13 +251,27 @@ PRESETS: dict[str, TransformerConfig] = {
     # Meta's Llama 2 code (multiple_of 256; 70B: n_kv_heads 8, multiplier 1.3,
     # multiple_of 4096); 32,000 tokens and 4,096 positions (Touvron et al. 2023).
     "llama2-7b": _llama(32, 4096, 32, 32, 32000, 4096, llama_ffn_hidden(4096, 256)),
-    "llama2-13b": _llama(40, 5120, 40, 40, 32000, 4096, llama_ffn_hidden(5120, 256)),
-    "llama2-70b": _llama(80, 8192, 64, 8, 32000, 4096, llama_ffn_hidden(8192, 4096, _M13)),
+    "llama2-13b": _llama(
+        40, 5120, 40, 40, 32000, 4096, llama_ffn_hidden(5120, 256)
+    ),
+    "llama2-70b": _llama(
+        80, 8192, 64, 8, 32000, 4096, llama_ffn_hidden(8192, 4096, _M13)
+    ),
     # Meta's llama-models model_args: 128,256 tokens in the released checkpoints.
-    "llama3-8b": _llama(32, 4096, 32, 8, 128256, 8192, llama_ffn_hidden(4096, 1024, _M13)),
-    "llama3-70b": _llama(80, 8192, 64, 8, 128256, 8192, llama_ffn_hidden(8192, 4096, _M13)),
+    "llama3-8b": _llama(
+        32, 4096, 32, 8, 128256, 8192, llama_ffn_hidden(4096, 1024, _M13)
+    ),
+    "llama3-70b": _llama(
+        80, 8192, 64, 8, 128256, 8192, llama_ffn_hidden(8192, 4096, _M13)
+    ),
     "llama3.1-405b": _llama(
-        126, 16384, 128, 8, 128256, 131072, llama_ffn_hidden(16384, 4096, Fraction("1.2"))
+        126,
+        16384,
+        128,
+        8,
+        128256,
+        131072,
+        llama_ffn_hidden(16384, 4096, Fraction("1.2")),
     ),
 }
 """Published models, built from their official configurations (see the lab pages)."""

@@ -25,7 +25,13 @@ from fractions import Fraction
 from math import comb
 
 from infralens._typecheck import typed
-from infralens._validate import divisible, positive_int, positive_number, rank_in, ranks_cap
+from infralens._validate import (
+    divisible,
+    positive_int,
+    positive_number,
+    rank_in,
+    ranks_cap,
+)
 from infralens.expert_dispatch import expert_rank, send_buffer
 
 __all__ = [
@@ -59,7 +65,12 @@ class NetworkCopies:
 
 @typed
 def network_copies(
-    routes: Sequence[Sequence[int]], *, experts: int, ep: int, gpus_per_node: int, rank: int
+    routes: Sequence[Sequence[int]],
+    *,
+    experts: int,
+    ep: int,
+    gpus_per_node: int,
+    rank: int,
 ) -> NetworkCopies:
     """Count the network and NVLink copies of rank *rank*'s dispatch, flat and forwarded.
 
@@ -114,13 +125,20 @@ def expected_nodes(experts: int, nodes: int, top_k: int) -> Fraction:
     k = positive_int("top_k", top_k)
     divisible("experts", e, "nodes", n)
     if k > min(e, 1024):
-        raise ValueError(f"top_k must be <= experts and <= 1024, got {k} > {min(e, 1024)}")
+        raise ValueError(
+            f"top_k must be <= experts and <= 1024, got {k} > {min(e, 1024)}"
+        )
     return n * (1 - Fraction(comb(e - e // n, k), comb(e, k)))
 
 
 @typed
 def receive_rows(
-    tokens_per_rank: int, *, ep: int, experts: int, top_k: int, per_rank_once: bool = False
+    tokens_per_rank: int,
+    *,
+    ep: int,
+    experts: int,
+    top_k: int,
+    per_rank_once: bool = False,
 ) -> tuple[int, int]:
     """Rows one EP rank receives in a dispatch: balanced, and the dropless worst case.
 
@@ -216,8 +234,12 @@ def bubble_zb1p(
     """
     t = _times(forward=forward, backward=backward, weight=weight)
     if t["weight"] >= t["backward"]:
-        raise ValueError(f"weight must be < backward, got {t['weight']} >= {t['backward']}")
-    return (positive_int("stages", stages) - 1) * (t["forward"] + t["backward"] - 2 * t["weight"])
+        raise ValueError(
+            f"weight must be < backward, got {t['weight']} >= {t['backward']}"
+        )
+    return (positive_int("stages", stages) - 1) * (
+        t["forward"] + t["backward"] - 2 * t["weight"]
+    )
 
 
 @typed
@@ -243,5 +265,7 @@ def bubble_dualpipe(
     t = _times(overlapped=overlapped, backward=backward, weight=weight)
     inner = t["overlapped"] + t["backward"] - 3 * t["weight"]
     if inner < 0:
-        raise ValueError(f"overlapped + backward - 3 * weight must be >= 0, got {inner}")
+        raise ValueError(
+            f"overlapped + backward - 3 * weight must be >= 0, got {inner}"
+        )
     return (p // 2 - 1) * inner

@@ -98,7 +98,9 @@ class Prediction:
         check_fields(self)
 
 
-def candidates(op: str, cluster: Cluster, ranks: Iterable[int] | None = None) -> list[str]:
+def candidates(
+    op: str, cluster: Cluster, ranks: Iterable[int] | None = None
+) -> list[str]:
     """The algorithms NCCL 2.30 may pick for *op* on this group, in ``ALGORITHMS`` order.
 
     Tree is an all-reduce algorithm between nodes; NVLS needs NVLink SHARP
@@ -179,7 +181,8 @@ def predict(
         if algorithm not in allowed:
             raise ValueError(
                 f"algorithm {algorithm!r} is not available for {op} on this group of a "
-                f"{cluster.system.name}; choose from " + ", ".join(repr(a) for a in allowed)
+                f"{cluster.system.name}; choose from "
+                + ", ".join(repr(a) for a in allowed)
             )
         allowed = [algorithm]
     # [start:selection]

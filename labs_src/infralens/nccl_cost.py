@@ -38,7 +38,13 @@ _NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel x86 host; tripled for Simpl
 # NCCL 2.30.7, src/graph/topo.h: GB/s NCCL credits to one NVLink link (SM80/SM90/SM100).
 _NVLINK_LINK_GBPS = {"ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
 # tuning.cc: llMaxBws, the LL protocol's ceiling: one node by GPU, 2 and >2 nodes (Intel host).
-_LL_MAX_GBPS = {"ampere": 87.7, "hopper": 141.0, "blackwell": 282.0, 2: 39.0, 3: 20.4}
+_LL_MAX_GBPS = {
+    "ampere": 87.7,
+    "hopper": 141.0,
+    "blackwell": 282.0,
+    2: 39.0,
+    3: 20.4,
+}
 
 NVLS_EFFICIENCY = {"hopper": 275 / 370.8, "blackwell": 0.74 * 15 / 16}
 """NVLS all-reduce algorithm bandwidth as a share of NCCL's NVLink figure. Hopper:
@@ -67,10 +73,14 @@ def _group(cluster: Cluster, ranks: object) -> list[int]:
     if ranks is None:
         return list(range(cluster.world_size))
     if isinstance(ranks, str | bytes) or not isinstance(ranks, Iterable):
-        raise TypeError(f"ranks must be an iterable of ranks, got {type(ranks).__name__}")
+        raise TypeError(
+            f"ranks must be an iterable of ranks, got {type(ranks).__name__}"
+        )
     group = list(islice(ranks, cluster.world_size + 1))
     if len(group) > cluster.world_size:
-        raise ValueError(f"ranks must hold at most the cluster's {cluster.world_size} ranks")
+        raise ValueError(
+            f"ranks must hold at most the cluster's {cluster.world_size} ranks"
+        )
     return group
 
 
@@ -98,13 +108,18 @@ def _shape(cluster: Cluster, ranks: Iterable[int] | None) -> _Shape:
         fewest=fewest,
         nvlink=s.gpu.nvlink_links * _NVLINK_LINK_GBPS[s.gpu.arch],
         net=float(usable) * s.nic_bytes_per_s / 1e9 * NET_EFFICIENCY,
-        net_gpu=float(max(Fraction(1), nics_per_gpu)) * s.nic_bytes_per_s / 1e9 * NET_EFFICIENCY,
+        net_gpu=float(max(Fraction(1), nics_per_gpu))
+        * s.nic_bytes_per_s
+        / 1e9
+        * NET_EFFICIENCY,
     )
     # [end:adapters]
 
 
 def _ring_bus(g: _Shape) -> float:
-    links = ([g.nvlink] if g.per_domain > 1 else []) + ([g.net] if g.domains > 1 else [])
+    links = ([g.nvlink] if g.per_domain > 1 else []) + (
+        [g.net] if g.domains > 1 else []
+    )
     return min(links)
 
 
@@ -117,17 +132,30 @@ def _latency_us(op: str, algorithm: str, proto: int, g: _Shape) -> float:
     inter = _HOP_US["net"]["tree" if g.per_domain == 1 else algorithm][proto]
     base = _BASE_US[algorithm][proto]
     if algorithm == "ring":
-        steps = {"all_reduce": 2 * (g.n - 1), "all_gather": g.n - 1, "reduce_scatter": g.n - 1}
+        steps = {
+            "all_reduce": 2 * (g.n - 1),
+            "all_gather": g.n - 1,
+            "reduce_scatter": g.n - 1,
+        }
         nsteps = steps.get(op, g.n)
-        if op in ("broadcast", "reduce"):  # a chain along the ring: every hop adds latency
-            return base + nsteps * _HOP_US["net" if net else "nvlink"]["ring"][proto]
+        if op in (
+            "broadcast",
+            "reduce",
+        ):  # a chain along the ring: every hop adds latency
+            return (
+                base + nsteps * _HOP_US["net" if net else "nvlink"]["ring"][proto]
+            )
         cross = (2 if op == "all_reduce" else 1) * (g.domains - 1)
         if net:
             intra = max(intra, _NET_OVERHEAD_US * (3 if proto == 2 else 1))
         lat = base + (nsteps - cross) * intra + cross * inter
-        return lat * 1.4 if net and op == "all_reduce" and proto == 2 else lat  # ring plateau
+        return (
+            lat * 1.4 if net and op == "all_reduce" and proto == 2 else lat
+        )  # ring plateau
     if algorithm == "tree":
-        return base + 2 * ((g.per_domain - 1) * intra + math.log2(g.domains) * inter)
+        return base + 2 * (
+            (g.per_domain - 1) * intra + math.log2(g.domains) * inter
+        )
     if algorithm == "nvls":
         return intra + (inter if net else 0)
     return intra + 2 * math.log2(g.domains) * inter  # nvls_tree
@@ -166,6 +194,10 @@ def _algbw(op: str, algorithm: str, proto: int, g: _Shape, arch: str) -> float:
     bus = _ring_bus(g)
     # LL: 4 flag bytes in 8; LL128: the tuner's 0.92 (the line keeps 120/128)
     bus = (min(bus * 0.5, ll_max), bus * 0.92, bus)[proto]
-    nsteps = {"all_reduce": 2 * (g.n - 1), "all_gather": g.n - 1, "reduce_scatter": g.n - 1}
+    nsteps = {
+        "all_reduce": 2 * (g.n - 1),
+        "all_gather": g.n - 1,
+        "reduce_scatter": g.n - 1,
+    }
     # algbw = busbw · n / steps: n / (2(n - 1)) for an all-reduce
     return bus * g.n / nsteps.get(op, g.n)

@@ -81,7 +81,9 @@ class Transfers:
 
 def _shard(params: int, dp_size: int) -> int:
     # torch.chunk's largest shard: ceil(params / dp_size), what the busiest rank copies
-    return ceil(Fraction(positive_int("params", params), positive_int("dp_size", dp_size)))
+    return ceil(
+        Fraction(positive_int("params", params), positive_int("dp_size", dp_size))
+    )
 
 
 @typed
@@ -103,7 +105,10 @@ def optimizer_offload(
     Raises ``ValueError`` for a count or size below 1.
     """
     shard = _shard(params, dp_size)
-    pb, gb = positive_int("param_bytes", param_bytes), positive_int("grad_bytes", grad_bytes)
+    pb, gb = (
+        positive_int("param_bytes", param_bytes),
+        positive_int("grad_bytes", grad_bytes),
+    )
     return Transfers(shard * pb, shard * gb)
 
 
@@ -133,7 +138,10 @@ def fsdp2_cpu_offload(
     """
     shard = _shard(params, dp_size)
     gathers = positive_int("all_gathers", all_gathers)
-    sb, rb = positive_int("shard_bytes", shard_bytes), positive_int("reduce_bytes", reduce_bytes)
+    sb, rb = (
+        positive_int("shard_bytes", shard_bytes),
+        positive_int("reduce_bytes", reduce_bytes),
+    )
     return Transfers(gathers * shard * sb, shard * rb)
 
 
@@ -172,7 +180,11 @@ def compute_seconds(params: int, tokens: int, flops_per_s: int) -> Fraction:
 
 @typed
 def break_even_tokens(
-    transfers: Transfers, *, params: int, flops_per_s: int, bandwidth_bytes_per_s: int
+    transfers: Transfers,
+    *,
+    params: int,
+    flops_per_s: int,
+    bandwidth_bytes_per_s: int,
 ) -> int:
     """Fewest tokens per GPU per step whose arithmetic lasts as long as the step's copies.
 
@@ -190,7 +202,9 @@ def break_even_tokens(
     Raises ``ValueError`` for a value below 1.
     """
     if not isinstance(transfers, Transfers):
-        raise TypeError(f"transfers must be Transfers, got {type(transfers).__name__}")
+        raise TypeError(
+            f"transfers must be Transfers, got {type(transfers).__name__}"
+        )
     seconds = transfers.seconds(bandwidth_bytes_per_s)
     rate = positive_int("flops_per_s", flops_per_s)
     return ceil(seconds * rate / (6 * positive_int("params", params)))

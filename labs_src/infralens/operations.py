@@ -131,14 +131,18 @@ def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
     sequence number twice.
     """
     if not isinstance(records, Mapping) or len(records) == 0:
-        raise ValueError("records must map at least one rank to its collective records")
+        raise ValueError(
+            "records must map at least one rank to its collective records"
+        )
     by_rank: dict[int, dict[int, CollectiveRecord]] = {}
     for rank, entries in records.items():
         nonnegative_int("records rank", rank)
         seen: dict[int, CollectiveRecord] = {}
         for e in entries:
             if nonnegative_int(f"seq of rank {rank}", e.seq) in seen:
-                raise ValueError(f"rank {rank} records sequence number {e.seq} twice")
+                raise ValueError(
+                    f"rank {rank} records sequence number {e.seq} twice"
+                )
             seen[e.seq] = e
         by_rank[rank] = seen
     # [start:walk]
@@ -176,7 +180,9 @@ class Straggler:
 def _seconds(name: str, values: Mapping[int, float]) -> dict[int, float]:
     if not isinstance(values, Mapping) or len(values) == 0:
         raise ValueError(f"{name} must map at least one rank to seconds")
-    return {r: float(nonnegative_number(f"{name}[{r}]", t)) for r, t in values.items()}
+    return {
+        r: float(nonnegative_number(f"{name}[{r}]", t)) for r, t in values.items()
+    }
 
 
 def find_straggler(
@@ -245,12 +251,16 @@ def find_straggler(
         worst = max(range(len(members)), key=lambda i: medians[i])
         others = median(m for i, m in enumerate(medians) if i != worst)
         group_compute = median(compute[r] for r in members[worst])
-        if medians[worst] > limit * others and group_compute <= limit * median(compute.values()):
+        if medians[worst] > limit * others and group_compute <= limit * median(
+            compute.values()
+        ):
             return Straggler(
                 "slow link",
                 tuple(members[worst]),
                 f"group {members[worst]} spends {round(medians[worst], 3)} s in collectives "
                 f"against {round(others, 3)} s elsewhere; it computes {round(group_compute, 3)} s",
             )
-    return Straggler("none", (), "no rank computes slowly and no group's collectives stand out")
+    return Straggler(
+        "none", (), "no rank computes slowly and no group's collectives stand out"
+    )
     # [end:verdict]

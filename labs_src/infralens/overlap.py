@@ -75,7 +75,9 @@ def exposed(*, comm_s: Seconds, window_s: Seconds) -> Fraction:
 
     Raises ``ValueError`` for a negative time, ``TypeError`` for a non-number.
     """
-    return max(Fraction(0), _seconds("comm_s", comm_s) - _seconds("window_s", window_s))
+    return max(
+        Fraction(0), _seconds("comm_s", comm_s) - _seconds("window_s", window_s)
+    )
 
 
 def decomposed_exposed(*, comm_s: Seconds, gemm_s: Seconds, tp: int) -> Fraction:
@@ -113,7 +115,9 @@ def decomposed_exposed(*, comm_s: Seconds, gemm_s: Seconds, tp: int) -> Fraction
 
 
 @typed
-def gather_ahead(forward_s: Sequence[Seconds], gather_s: Sequence[Seconds]) -> Fraction:
+def gather_ahead(
+    forward_s: Sequence[Seconds], gather_s: Sequence[Seconds]
+) -> Fraction:
     """Exposed time of per-bucket parameter all-gathers issued one bucket ahead of the forward.
 
     Bucket ``i``'s forward starts when bucket ``i - 1``'s forward has ended and
@@ -148,7 +152,9 @@ def gather_ahead(forward_s: Sequence[Seconds], gather_s: Sequence[Seconds]) -> F
     clock = Fraction(0)
     for i, f in enumerate(fwd):
         start = max(clock, gathered)
-        if i + 1 < len(gat):  # issued at this bucket's pre-hook, after the previous gather
+        if i + 1 < len(
+            gat
+        ):  # issued at this bucket's pre-hook, after the previous gather
             gathered = max(start, gathered) + gat[i + 1]
         clock = start + f
     return clock - sum(fwd, start=Fraction(0))
@@ -177,7 +183,9 @@ class LaunchTimeline:
 
 
 @typed
-def launch_timeline(kernel_s: Sequence[Seconds], *, launch_s: Seconds) -> LaunchTimeline:
+def launch_timeline(
+    kernel_s: Sequence[Seconds], *, launch_s: Seconds
+) -> LaunchTimeline:
     """Replay a stream of kernels launched one by one from a CPU thread that never waits.
 
     Launch ``i`` is issued at ``(i + 1) · launch_s`` (the CPU spends *launch_s*

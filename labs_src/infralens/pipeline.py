@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 
-def assign_layers(layers: int, *, stages: int, chunks: int = 1) -> tuple[tuple[range, ...], ...]:
+def assign_layers(
+    layers: int, *, stages: int, chunks: int = 1
+) -> tuple[tuple[range, ...], ...]:
     """Layers held by each stage, one ``range`` per chunk: ``result[stage][chunk]``.
 
     Layers go in order to the p·v virtual stages; virtual stage k = c·p + s
@@ -60,26 +62,41 @@ def assign_layers(layers: int, *, stages: int, chunks: int = 1) -> tuple[tuple[r
     p = ranks_cap("stages", stages)
     v = ranks_cap("chunks", chunks)
     if p * v > MAX_RANKS:
-        raise ValueError(f"stages * chunks must be <= 2**17 to list every chunk, got {p * v}")
+        raise ValueError(
+            f"stages * chunks must be <= 2**17 to list every chunk, got {p * v}"
+        )
     if n < p * v:
-        raise ValueError(f"layers must be >= stages * chunks = {p * v} (no empty chunk), got {n}")
+        raise ValueError(
+            f"layers must be >= stages * chunks = {p * v} (no empty chunk), got {n}"
+        )
     base, extra = divmod(n, p * v)
     bounds = [0]
     for k in range(p * v):
         bounds.append(bounds[-1] + base + (k < extra))
     return tuple(
-        tuple(range(bounds[c * p + s], bounds[c * p + s + 1]) for c in range(v)) for s in range(p)
+        tuple(range(bounds[c * p + s], bounds[c * p + s + 1]) for c in range(v))
+        for s in range(p)
     )
 
 
-def _times(forward: object, backward: object, weight: object) -> tuple[Fraction, ...]:
+def _times(
+    forward: object, backward: object, weight: object
+) -> tuple[Fraction, ...]:
     """Check the durations: forward, backward > 0, 0 < weight (default backward / 2) < backward."""
     out: list[Fraction] = []
-    for name, value in (("forward", forward), ("backward", backward), ("weight", weight)):
+    for name, value in (
+        ("forward", forward),
+        ("backward", backward),
+        ("weight", weight),
+    ):
         if name == "weight" and value is None:
             value = out[1] / 2
-        if isinstance(value, float):  # durations stay exact: pass an int or a Fraction
-            raise TypeError(f"{name} must be an int or Fraction, not a float, got {value}")
+        if isinstance(
+            value, float
+        ):  # durations stay exact: pass an int or a Fraction
+            raise TypeError(
+                f"{name} must be an int or Fraction, not a float, got {value}"
+            )
         out.append(positive_number(name, value))
     if out[2] >= out[1]:
         raise ValueError(f"weight must be < backward = {backward}, got {weight}")
@@ -103,7 +120,8 @@ def bubble_fraction(*, stages: int, microbatches: int, chunks: int = 1) -> Fract
     p = positive_int("stages", stages)
     # bubble = (p - 1) / (v · m)
     return Fraction(
-        p - 1, positive_int("chunks", chunks) * positive_int("microbatches", microbatches)
+        p - 1,
+        positive_int("chunks", chunks) * positive_int("microbatches", microbatches),
     )
 
 

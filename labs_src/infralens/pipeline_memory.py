@@ -63,23 +63,33 @@ def chunk_layers(
     Raises ``ValueError`` for sizes below 1, *first*/*last* with *embedding*/*loss*, or
     counts that do not divide as Megatron-Core requires; ``TypeError`` for a flag not a bool.
     """
-    n, p, v = positive_int("layers", layers), positive_int("pp", pp), positive_int("chunks", chunks)
+    n, p, v = (
+        positive_int("layers", layers),
+        positive_int("pp", pp),
+        positive_int("chunks", chunks),
+    )
     e, lo = flag("embedding", embedding), flag("loss", loss)
     if first is None and last is None:
         if not (e or lo):
             divisible("layers", n, "pp * chunks", p * v)
             return ((n // (p * v),) * v,) * p
-        megatron_split(n, stages=p, embedding=e, loss=lo)  # its checks: p divides L + e + l
+        megatron_split(
+            n, stages=p, embedding=e, loss=lo
+        )  # its checks: p divides L + e + l
         slots = (n + e + lo) // p
         divisible("layers per stage (with embedding and loss)", slots, "chunks", v)
         stages = [[slots // v] * v for _ in range(p)]
         stages[0][0] -= e
         stages[-1][-1] -= lo
         return tuple(tuple(c) for c in stages)
-    split = megatron_split(n, stages=p, first=first, last=last, embedding=e, loss=lo)
+    split = megatron_split(
+        n, stages=p, first=first, last=last, embedding=e, loss=lo
+    )
     for i, count in enumerate(split):
         if count % v:
-            raise ValueError(f"stage {i} holds {count} layers, not divisible by chunks = {v}")
+            raise ValueError(
+                f"stage {i} holds {count} layers, not divisible by chunks = {v}"
+            )
     return tuple((count // v,) * v for count in split)
 
 
@@ -124,7 +134,9 @@ def stage_layers(
 
 # [start:in-flight]
 @typed
-def in_flight(rank: int, pp: int, *, chunks: int = 1, microbatches: int | None = None) -> int:
+def in_flight(
+    rank: int, pp: int, *, chunks: int = 1, microbatches: int | None = None
+) -> int:
     """Model-chunk micro-batches whose activations pipeline *rank* holds at its peak.
 
     Megatron-Core's ``get_pp_rank_microbatches`` (megatron/core/pipeline_parallel/
@@ -162,7 +174,11 @@ def in_flight(rank: int, pp: int, *, chunks: int = 1, microbatches: int | None =
 # [start:layers-in-flight]
 @typed
 def layers_in_flight(
-    rank: int, pp: int, chunk_layers: Sequence[int], *, microbatches: int | None = None
+    rank: int,
+    pp: int,
+    chunk_layers: Sequence[int],
+    *,
+    microbatches: int | None = None,
 ) -> int:
     """Transformer layers whose activations pipeline *rank* holds at its peak.
 
@@ -189,13 +205,17 @@ def layers_in_flight(
     (Megatron-Core refuses them, lines 1170-1180).
     """
     v = positive_int("number of chunks in chunk_layers", len(chunk_layers))
-    counts = [nonnegative_int(f"chunk_layers[{i}]", n) for i, n in enumerate(chunk_layers)]
+    counts = [
+        nonnegative_int(f"chunk_layers[{i}]", n) for i, n in enumerate(chunk_layers)
+    ]
     p = positive_int("pp", pp)
     warm = in_flight(rank, p, chunks=v) - 1
     if p == 1:
         return max(counts)
     period = p * v
-    enough = p * -(-(warm + 1 + period) // period)  # micro-batches that cover w + p·v steps
+    enough = p * -(
+        -(warm + 1 + period) // period
+    )  # micro-batches that cover w + p·v steps
     if microbatches is None:
         m = enough
     else:
@@ -210,7 +230,9 @@ def layers_in_flight(
     total = m * v
     warm = min(warm, total)
     live = peak = 0
-    for k in range(total):  # forward k, and from the warm-up's end backward k - w after it
+    for k in range(
+        total
+    ):  # forward k, and from the warm-up's end backward k - w after it
         live += counts[(k // p) % v]
         peak = max(peak, live)
         if k >= warm:

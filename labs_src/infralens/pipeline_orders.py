@@ -110,31 +110,45 @@ def schedule_order(
     if name != "interleaved" and v != 1:
         raise ValueError(f"chunks must be 1 for the {name} schedule, got {v}")
     if p > MAX_SLOTS // 16:  # the simulator's passes grow with stages squared
-        raise ValueError(f"stages must be <= {MAX_SLOTS // 16} to simulate, got {describe(p)}")
+        raise ValueError(
+            f"stages must be <= {MAX_SLOTS // 16} to simulate, got {describe(p)}"
+        )
     if p * m * v > MAX_SLOTS:
         raise ValueError(
             f"stages * microbatches * chunks must be <= {MAX_SLOTS} to list every action, "
             f"got {p} * {m} * {v}"
         )
     if name == "1f1b" and mode == "torch" and m < p:
-        raise ValueError(f"microbatches must be >= stages for PyTorch's 1F1B: {m} < {p}")
+        raise ValueError(
+            f"microbatches must be >= stages for PyTorch's 1F1B: {m} < {p}"
+        )
     if name == "zb-h1":
         if mode == "torch":
-            torch_round_size(stages=p, microbatches=m)  # the same check as interleaved
+            torch_round_size(
+                stages=p, microbatches=m
+            )  # the same check as interleaved
         return tuple(_zb_h1_row(p, m, s) for s in range(p))
     if name == "gpipe":
-        flush = tuple(("F", i, 0) for i in range(m)) + tuple(("B", i, 0) for i in range(m))
+        flush = tuple(("F", i, 0) for i in range(m)) + tuple(
+            ("B", i, 0) for i in range(m)
+        )
         return (flush,) * p
     if name == "interleaved" and mode == "megatron":
         g = p
         divisible("microbatches", m, "stages", p)
     else:
-        g = torch_round_size(stages=p, microbatches=m) if name == "interleaved" else m
+        g = (
+            torch_round_size(stages=p, microbatches=m)
+            if name == "interleaved"
+            else m
+        )
     # [start:warmup]
     total, out = m * v, []
     for s in range(p):
         # w = p - 1 - s for 1F1B; 2(p - 1 - s) + (v - 1)·g for the interleaved schedule
-        warmup = min((2 if name == "interleaved" else 1) * (p - 1 - s) + (v - 1) * g, total)
+        warmup = min(
+            (2 if name == "interleaved" else 1) * (p - 1 - s) + (v - 1) * g, total
+        )
         if name == "interleaved" and mode == "megatron" and m == p:
             warmup = total  # Megatron runs all forwards first when m = p
         fwd = _chunk_ops("F", range(total), g, v)

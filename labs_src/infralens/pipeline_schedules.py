@@ -51,7 +51,9 @@ class Slot:
         nonnegative_int("microbatch", self.microbatch)
         nonnegative_int("chunk", self.chunk)
         if not 0 <= self.start <= self.end:
-            raise ValueError(f"start and end must satisfy 0 <= start <= end, got {self.start}")
+            raise ValueError(
+                f"start and end must satisfy 0 <= start <= end, got {self.start}"
+            )
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,10 @@ class Timeline:
         Each keeps a chunk's activations (1/v of the stage's layers) alive; in zb-h1 a "B"
         frees them and the W that follows keeps less (Qi et al.)."""
         step = {"F": 1, "B": -1, "W": 0}
-        return tuple(max(accumulate((step[s.kind] for s in row), initial=0)) for row in self.rows)
+        return tuple(
+            max(accumulate((step[s.kind] for s in row), initial=0))
+            for row in self.rows
+        )
 
 
 def simulate(
@@ -122,16 +127,24 @@ def simulate(
     or a *weight* outside (0, *backward*) or off zb-h1; ``TypeError`` for a float time.
     """
     order = schedule_order(
-        schedule, stages=stages, microbatches=microbatches, chunks=chunks, rules=rules
+        schedule,
+        stages=stages,
+        microbatches=microbatches,
+        chunks=chunks,
+        rules=rules,
     )
     if weight is not None and schedule != "zb-h1":
-        raise ValueError(f"weight applies only to the zb-h1 schedule, not {schedule!r}")
+        raise ValueError(
+            f"weight applies only to the zb-h1 schedule, not {schedule!r}"
+        )
     f, b, w = _times(forward, backward, weight)
     # [start:clock]
     split = w if schedule == "zb-h1" else Fraction(0)
     times = {"F": f / chunks, "B": (b - split) / chunks, "W": split / chunks}
     p, last = stages, stages * chunks - 1
-    done: dict[tuple[str, int, int], Fraction] = {}  # (kind, microbatch, virtual stage) -> end
+    done: dict[
+        tuple[str, int, int], Fraction
+    ] = {}  # (kind, microbatch, virtual stage) -> end
     rows: list[list[Slot]] = [[] for _ in range(p)]
     clock = [Fraction(0)] * p
     pending = sum(map(len, order))
@@ -157,7 +170,9 @@ def simulate(
                 pending -= 1
                 progressed = True
         if not progressed:  # pragma: no cover - every order above is deadlock-free
-            raise RuntimeError(f"{schedule} order deadlocks: stages wait on each other")
+            raise RuntimeError(
+                f"{schedule} order deadlocks: stages wait on each other"
+            )
     return Timeline(schedule, tuple(tuple(r) for r in rows))
     # [end:clock]
 

@@ -92,7 +92,9 @@ class ParallelPlan:
         """
         r = nonnegative_int("rank", rank)
         if r >= self.world_size:
-            raise ValueError(f"rank must be < world_size {self.world_size}, got {r}")
+            raise ValueError(
+                f"rank must be < world_size {self.world_size}, got {r}"
+            )
         strides = self._strides()
         # coordinate = (rank // stride) % degree, for each axis of the order
         out = {axis: r // strides[axis] % getattr(self, axis) for axis in AXES[:4]}
@@ -117,7 +119,9 @@ class ParallelPlan:
                 )
             v = nonnegative_int(axis, value)
             if v >= getattr(self, axis):
-                raise ValueError(f"{axis} coordinate must be < {getattr(self, axis)}, got {v}")
+                raise ValueError(
+                    f"{axis} coordinate must be < {getattr(self, axis)}, got {v}"
+                )
             total += v * strides[axis]
         return total
 
@@ -130,7 +134,9 @@ class ParallelPlan:
         Raises ``ValueError`` for an unknown axis or a world size above ``MAX_RANKS``.
         """
         if axis not in AXES:
-            raise ValueError(f"axis must be one of {', '.join(AXES)}; got {describe(axis)}")
+            raise ValueError(
+                f"axis must be one of {', '.join(AXES)}; got {describe(axis)}"
+            )
         # one group per setting of the other axes' coordinates
         ranks_cap("world_size", self.world_size)  # every rank is listed
         found: dict[tuple[int, ...], list[int]] = {}

@@ -61,7 +61,13 @@ SHOWN_NODES = 16
 TOP_KEYS = ("world_size", "node_shape", "cluster", "parallelism", "training")
 """The keys a plan file may hold at its top level."""
 
-DEGREE_KEYS = {"tp_size": "tp", "pp_size": "pp", "dp_size": "dp", "cp_size": "cp", "ep_size": "ep"}
+DEGREE_KEYS = {
+    "tp_size": "tp",
+    "pp_size": "pp",
+    "dp_size": "dp",
+    "cp_size": "cp",
+    "ep_size": "ep",
+}
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:
@@ -85,7 +91,11 @@ def _no_unknown(keys: Iterable[object], known: Sequence[str], where: str) -> Non
     for key in keys:
         if key not in known:
             close = difflib.get_close_matches(str(key)[:100], known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; use one of {', '.join(known)}"
+            hint = (
+                f"; did you mean {close[0]!r}?"
+                if close
+                else f"; use one of {', '.join(known)}"
+            )
             raise ValueError(f"{where} has an unknown key {describe(key)}{hint}")
 
 
@@ -108,13 +118,19 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
     for key in ("world_size", "node_shape", "parallelism"):
         if key not in top:
             raise ValueError(f"the plan file needs a '{key}' entry")
-    _plan_size("world_size", top["world_size"])  # refuse huge plans before listing a rank
-    cluster = Cluster.from_node_shape(top["node_shape"], top.get("cluster", "dgx-h100"))
+    _plan_size(
+        "world_size", top["world_size"]
+    )  # refuse huge plans before listing a rank
+    cluster = Cluster.from_node_shape(
+        top["node_shape"], top.get("cluster", "dgx-h100")
+    )
     _plan_size("node_shape", cluster.world_size)
     par = _mapping(top["parallelism"], "parallelism")
     unknown = sorted(str(k)[:40] for k in set(par) - set(DEGREE_KEYS) - {"order"})
     if unknown:
-        raise ValueError(f"parallelism has unknown keys {unknown[:5]}; use {sorted(DEGREE_KEYS)}")
+        raise ValueError(
+            f"parallelism has unknown keys {unknown[:5]}; use {sorted(DEGREE_KEYS)}"
+        )
     degrees = {DEGREE_KEYS[k]: v for k, v in par.items() if k in DEGREE_KEYS}
     plan = ParallelPlan(**degrees, order=par.get("order", "tp-cp-dp-pp"))
     plan.check_world_size(top["world_size"])
@@ -165,8 +181,12 @@ def _with_preset(training: dict[str, Any], plan: ParallelPlan) -> dict[str, Any]
                 )
         training.setdefault("seq_len", m.seq_len)
     training.setdefault("micro_batch_size", 1)
-    if "global_batch_size" not in training and isinstance(training["micro_batch_size"], int):
-        training["global_batch_size"] = training["micro_batch_size"] * plan.dp * plan.pp
+    if "global_batch_size" not in training and isinstance(
+        training["micro_batch_size"], int
+    ):
+        training["global_batch_size"] = (
+            training["micro_batch_size"] * plan.dp * plan.pp
+        )
     missing = [k for k in (*SHAPE_KEYS, "seq_len") if k not in training]
     if missing:
         raise ValueError(
@@ -177,7 +197,9 @@ def _with_preset(training: dict[str, Any], plan: ParallelPlan) -> dict[str, Any]
 
 
 @typed
-def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | None]:
+def load_plan_file(
+    path: str | Path,
+) -> tuple[ParallelPlan, Cluster, Workload | None]:
     """Read a YAML plan file (needs PyYAML: ``pip install infralens-handbook[plan]``).
 
     >>> load_plan_file("no/such/plan.yaml")
@@ -200,7 +222,9 @@ def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Workload | 
     except FileNotFoundError:
         missing = True
     except (OSError, ValueError):
-        missing = False  # read_text names the reason: too long, not permitted, NUL byte
+        missing = (
+            False  # read_text names the reason: too long, not permitted, NUL byte
+        )
     if missing and str(path):
         raise ValueError(f"no such plan file: {shown}")
     text = read_text(path, "plan file", MAX_PLAN_BYTES)
@@ -232,7 +256,9 @@ def worksheet_page(path: str | Path) -> str:
     """
     plan, cluster, work = load_plan_file(path)
     if work is None:
-        raise ValueError(f"plan file {describe(str(path), 80)} has no 'training' section")
+        raise ValueError(
+            f"plan file {describe(str(path), 80)} has no 'training' section"
+        )
     return worksheet_tables(fill_worksheet(plan, cluster, work))
 
 
@@ -240,9 +266,15 @@ def _label(coords: Mapping[str, int]) -> str:
     return " ".join(f"{a}{coords[a]}" for a in ("tp", "cp", "pp", "dp"))
 
 
-def _report(plan: ParallelPlan, cluster: Cluster, work: Workload | None) -> dict[str, Any]:
+def _report(
+    plan: ParallelPlan, cluster: Cluster, work: Workload | None
+) -> dict[str, Any]:
     # The worksheet checks the training section: refuse a bad one before listing ranks.
-    sheet = None if work is None else render_markdown(fill_worksheet(plan, cluster, work))
+    sheet = (
+        None
+        if work is None
+        else render_markdown(fill_worksheet(plan, cluster, work))
+    )
     grid = [
         [
             _label(plan.coords(node * cluster.gpus_per_node + g))
@@ -273,7 +305,11 @@ def _report(plan: ParallelPlan, cluster: Cluster, work: Workload | None) -> dict
 
 def _group(ranks: list[int]) -> str:
     """A group's ranks, the first eight and the last of a long one."""
-    return str(ranks) if len(ranks) <= 16 else f"[{str(ranks[:8])[1:-1]}, ..., {ranks[-1]}]"
+    return (
+        str(ranks)
+        if len(ranks) <= 16
+        else f"[{str(ranks[:8])[1:-1]}, ..., {ranks[-1]}]"
+    )
 
 
 def _text(report: Mapping[str, Any], markdown: bool) -> str:
@@ -289,11 +325,19 @@ def _text(report: Mapping[str, Any], markdown: bool) -> str:
         if info["degree"] == 1:
             continue
         shown = ", ".join(_group(g) for g in info["groups"][:4])
-        more = f" ... ({len(info['groups'])} groups)" if len(info["groups"]) > 4 else ""
+        more = (
+            f" ... ({len(info['groups'])} groups)"
+            if len(info["groups"]) > 4
+            else ""
+        )
         out.append(
             f"{'- ' if markdown else ''}{axis} (degree {info['degree']}, {info['link']}, "
             f"{info['frequency']}): {shown}{more}"
         )
     if "worksheet" in report:
-        out += ["", "## Worksheet" if markdown else "Worksheet:", report["worksheet"]]
+        out += [
+            "",
+            "## Worksheet" if markdown else "Worksheet:",
+            report["worksheet"],
+        ]
     return "\n".join(out)

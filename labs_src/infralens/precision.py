@@ -60,7 +60,10 @@ NVIDIA_LLAMA = "examples/llama/train_llama3_8b_h100_fp8.sh"
 def _adam(sharded: bool, master: bool = True) -> tuple[Buffer, ...]:
     """fp32 master weights (when the parameter itself is not fp32), Adam momentum and variance."""
     out = (Buffer("fp32 master weights", 4, sharded),) if master else ()
-    moments = (Buffer("fp32 Adam momentum", 4, sharded), Buffer("fp32 Adam variance", 4, sharded))
+    moments = (
+        Buffer("fp32 Adam momentum", 4, sharded),
+        Buffer("fp32 Adam variance", 4, sharded),
+    )
     return out + moments
 
 
@@ -126,13 +129,21 @@ _RECIPE_LIST = (
         f"Megatron-Core bf16, {MEGATRON}",
         "megatron/training/arguments.py:1204-1216 (bf16 sets accumulate_allreduce_grads_in_fp32);"
         " docs/user-guide/features/dist_optimizer.md:14-20 (18 bytes)",
-        (Buffer("bf16 parameters", 2, False), Buffer("fp32 main_grad", 4, False), *_adam(False)),
+        (
+            Buffer("bf16 parameters", 2, False),
+            Buffer("fp32 main_grad", 4, False),
+            *_adam(False),
+        ),
     ),
     Recipe(
         "megatron-bf16-distopt",
         f"Megatron-Core bf16 with --use-distributed-optimizer, {MEGATRON}",
         "docs/user-guide/features/dist_optimizer.md:14-20 (6 + 12/d)",
-        (Buffer("bf16 parameters", 2, False), Buffer("fp32 main_grad", 4, False), *_adam(True)),
+        (
+            Buffer("bf16 parameters", 2, False),
+            Buffer("fp32 main_grad", 4, False),
+            *_adam(True),
+        ),
         zero_stage=1,
     ),
     Recipe(
@@ -140,7 +151,11 @@ _RECIPE_LIST = (
         f"Megatron-Core FP8 with --fp8-param-gather and the distributed optimizer, {MEGATRON}",
         "megatron/training/arguments.py:2016-2018 (compute parameter kept in fp8);"
         " the fp32 main_grad and sharded fp32 master/Adam state as in megatron-bf16-distopt",
-        (Buffer("fp8 parameters", 1, False), Buffer("fp32 main_grad", 4, False), *_adam(True)),
+        (
+            Buffer("fp8 parameters", 1, False),
+            Buffer("fp32 main_grad", 4, False),
+            *_adam(True),
+        ),
         precision="fp8",
         zero_stage=1,
         gather_bytes=1,
@@ -153,7 +168,11 @@ _RECIPE_LIST = (
         f"Megatron-Core bf16 as NVIDIA's Llama 3 recipe sets it, {MEGATRON}",
         f"{NVIDIA_LLAMA}:95-97 (--bf16 --grad-reduce-in-bf16 --cross-entropy-loss-fusion),"
         " 126-128 (--use-distributed-optimizer, overlapped grad reduce and param gather)",
-        (Buffer("bf16 parameters", 2, False), Buffer("bf16 main_grad", 2, False), *_adam(True)),
+        (
+            Buffer("bf16 parameters", 2, False),
+            Buffer("bf16 main_grad", 2, False),
+            *_adam(True),
+        ),
         zero_stage=1,
         grad_reduce_in_fp32=False,
     ),
@@ -196,7 +215,8 @@ _RECIPE_LIST = (
     ),
     Recipe(
         "fsdp2",
-        "FSDP2 fully_shard, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), " + TORCH,
+        "FSDP2 fully_shard, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), "
+        + TORCH,
         "torch/distributed/fsdp/_fully_shard/_fsdp_api.py:14-54 (optimizer steps the sharded"
         " parameter in its original dtype, fp32); sharded fp32 gradients and Adam state",
         (

@@ -87,9 +87,16 @@ second (an estimate costs about 500 units, each rank of a group it lists one mor
 
 
 def _candidates(
-    m: TransformerConfig, cluster: Cluster, seq_len: int, batch: int, micro: int, max_cp: int
+    m: TransformerConfig,
+    cluster: Cluster,
+    seq_len: int,
+    batch: int,
+    micro: int,
+    max_cp: int,
 ) -> Iterator[ParallelPlan]:
-    for plan in enumerate_plans(cluster.world_size, cluster.gpus_per_node, max_cp=max_cp):
+    for plan in enumerate_plans(
+        cluster.world_size, cluster.gpus_per_node, max_cp=max_cp
+    ):
         if _slots(m, plan.pp) is None or seq_len % plan.cp:
             continue
         if m.heads % plan.tp or m.kv_heads % plan.tp:
@@ -130,7 +137,9 @@ def search_size(
         positive_int(name, value)
     return sum(
         len(_options(m, p.pp)) * 4 * (500 + p.tp + p.cp + p.pp + p.dp)
-        for p in _candidates(m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp)
+        for p in _candidates(
+            m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp
+        )
     )
 
 
@@ -178,9 +187,13 @@ def rank_plans(
             f"time ({size} > {MAX_SEARCH} units); rank fewer GPUs or lower max_cp (--max-cp)"
         )
     found: list[RankedPlan] = []
-    for plan in _candidates(m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp):
+    for plan in _candidates(
+        m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp
+    ):
         best: RankedPlan | None = None
-        split = m.layers % plan.pp != 0  # the embedding and the loss take a layer's slot
+        split = (
+            m.layers % plan.pp != 0
+        )  # the embedding and the loss take a layer's slot
         for schedule, chunks in _options(m, plan.pp):
             for name in recipes:
                 zero = RECIPES[name].zero_stage
@@ -196,12 +209,16 @@ def rank_plans(
                     except ValueError:
                         continue
                     if best is None or e.seconds < best.estimate.seconds:
-                        best = RankedPlan(plan, schedule, chunks, zero, recompute, e, name, split)
+                        best = RankedPlan(
+                            plan, schedule, chunks, zero, recompute, e, name, split
+                        )
                     break  # full recomputation is only worth trying when selective fails
         if best is not None:
             found.append(best)
     if not found:
-        raise ValueError("no feasible plan: every plan failed a divisibility or memory check")
+        raise ValueError(
+            "no feasible plan: every plan failed a divisibility or memory check"
+        )
     found.sort(key=lambda r: r.estimate.seconds)
     return found[:n]
 
@@ -273,7 +290,9 @@ def plan_yaml(row: RankedPlan, model: str, system: str, seq_len: int, global_bat
     """
     p = row.plan
     nodes = max(
-        1, p.world_size // SYSTEMS[check_choice("system", system, tuple(SYSTEMS))].gpus_per_node
+        1,
+        p.world_size
+        // SYSTEMS[check_choice("system", system, tuple(SYSTEMS))].gpus_per_node,
     )
     per_node = p.world_size // nodes
     lines = [
@@ -281,7 +300,10 @@ def plan_yaml(row: RankedPlan, model: str, system: str, seq_len: int, global_bat
         f"node_shape: {nodes}_nodes_x_{per_node}_gpus",
         f"cluster: {system}",
         "parallelism:",
-        *(f"  {axis}_size: {getattr(p, axis)}" for axis in ("tp", "cp", "pp", "dp")),
+        *(
+            f"  {axis}_size: {getattr(p, axis)}"
+            for axis in ("tp", "cp", "pp", "dp")
+        ),
         f"  order: {p.order}",
         "training:",
         f"  model: {model}",

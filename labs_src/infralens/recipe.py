@@ -88,14 +88,18 @@ class Recipe:
         check_choice("precision", self.precision, PRECISIONS)
         fp8 = self.precision == "fp8"
         check_choice("scaling", self.scaling, SCALINGS if fp8 else ("none",))
-        if self.amax_history < 0 or (self.amax_history and self.scaling != "delayed"):
+        if self.amax_history < 0 or (
+            self.amax_history and self.scaling != "delayed"
+        ):
             raise ValueError(f"amax_history must be >= 0, and 0 unless scaling is 'delayed'; "
                              f"got {self.amax_history}")  # fmt: skip
         check_choice("stack", self.stack, ("megatron", "pytorch"))
         check_choice("loss", self.loss, ("fused", "eager"))
         check_choice("elementwise", self.elementwise, ("fused", "eager"))
         if self.zero_stage not in (0, 1, 2, 3):
-            raise ValueError(f"zero_stage must be one of 0, 1, 2, 3; got {self.zero_stage}")
+            raise ValueError(
+                f"zero_stage must be one of 0, 1, 2, 3; got {self.zero_stage}"
+            )
         positive_int("gather_bytes", self.gather_bytes)
         nonnegative_int("fixed_bytes", self.fixed_bytes)
 
@@ -122,6 +126,7 @@ def recipe_bytes_of(recipe: Recipe, shards: int) -> Fraction:
     # [start:recipe-sum]
     # bytes per parameter = Σ replicated nbytes + Σ sharded nbytes / d
     return sum(
-        (Fraction(b.nbytes, d if b.sharded else 1) for b in recipe.buffers), start=Fraction(0)
+        (Fraction(b.nbytes, d if b.sharded else 1) for b in recipe.buffers),
+        start=Fraction(0),
     )
     # [end:recipe-sum]

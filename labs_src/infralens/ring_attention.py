@@ -52,7 +52,9 @@ def ring_schedule(cp: int) -> tuple[tuple[int, ...], ...]:
     """
     n = positive_int("cp", cp)
     if n > 1024:
-        raise ValueError(f"cp must be <= 1024 to list a cp x cp schedule, got {describe(n)}")
+        raise ValueError(
+            f"cp must be <= 1024 to list a cp x cp schedule, got {describe(n)}"
+        )
     return tuple(tuple((r - t) % n for t in range(n)) for r in range(n))
 
 
@@ -163,7 +165,8 @@ def ring_step(
         bytes_per_step=nbytes,
         flops_per_step=flops,
         compute_s=flops / positive_number("flops_per_s", flops_per_s),
-        transfer_s=nbytes / positive_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s),
+        transfer_s=nbytes
+        / positive_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s),
     )
     # [end:ring-step]
 

@@ -34,7 +34,12 @@ from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
-from infralens.hardware import CEILING_STAND_IN, MAMF_BF16, matmul_ceiling, preset_key
+from infralens.hardware import (
+    CEILING_STAND_IN,
+    MAMF_BF16,
+    matmul_ceiling,
+    preset_key,
+)
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.nccl import predict

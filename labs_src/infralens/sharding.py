@@ -24,7 +24,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infralens._typecheck import typed
-from infralens._validate import flag, nonnegative_int, positive_int, rank_in, ranks_cap
+from infralens._validate import (
+    flag,
+    nonnegative_int,
+    positive_int,
+    rank_in,
+    ranks_cap,
+)
 
 __all__ = [
     "chunk_offsets",
@@ -72,7 +78,10 @@ def chunk_sizes(numel: int, world_size: int) -> list[int]:
     Raises ``ValueError`` if *numel* < 0 or *world_size* < 1.
     """
     c = padded_shard_size(numel, world_size)
-    return [max(0, min(c, numel - r * c)) for r in range(ranks_cap("world_size", world_size))]
+    return [
+        max(0, min(c, numel - r * c))
+        for r in range(ranks_cap("world_size", world_size))
+    ]
 
 
 def chunk_offsets(numel: int, world_size: int) -> list[int]:
@@ -138,7 +147,9 @@ def even_partition_size(numel: int, world_size: int, *, pad: bool = False) -> in
 
 
 @typed
-def shard_shape(shape: Sequence[int], world_size: int, rank: int) -> tuple[int, ...]:
+def shard_shape(
+    shape: Sequence[int], world_size: int, rank: int
+) -> tuple[int, ...]:
     """Local shape of *rank*'s shard when a tensor is split on dim 0.
 
     Dim 0 follows :func:`chunk_sizes`; other dims are unchanged. This is the

@@ -144,7 +144,9 @@ def megatron_split(
         split[-1] -= bool(loss)
         return tuple(split)
     if embedding or loss:
-        raise ValueError("first/last layer counts cannot be combined with embedding/loss")
+        raise ValueError(
+            "first/last layer counts cannot be combined with embedding/loss"
+        )
     ends = [
         positive_int("first", first) if first is not None else None,
         positive_int("last", last) if last is not None else None,
@@ -152,7 +154,9 @@ def megatron_split(
     set_ends = [e for e in ends if e is not None]
     middle, rest = p - len(set_ends), n - sum(set_ends)
     if middle < 1:
-        raise ValueError(f"stages must be > {len(set_ends)} when first and last are set, got {p}")
+        raise ValueError(
+            f"stages must be > {len(set_ends)} when first and last are set, got {p}"
+        )
     if rest < middle:
         raise ValueError(f"first and last leave {rest} layers for {middle} stages")
     divisible("the remaining layers", rest, "the remaining stages", middle)
@@ -239,7 +243,9 @@ def step_time(costs: Sequence[Fraction], *, microbatches: int) -> Fraction:
     p = positive_int("number of stages in costs", len(costs))
     m = positive_int("microbatches", microbatches)
     if p * m > MAX_ACTIONS:
-        raise ValueError(f"stages * microbatches must be <= {MAX_ACTIONS}, got {p} * {m}")
+        raise ValueError(
+            f"stages * microbatches must be <= {MAX_ACTIONS}, got {p} * {m}"
+        )
     for s, c in enumerate(costs):
         if not c > 0:
             raise ValueError(f"costs must all be > 0, got {c} on stage {s}")

@@ -71,7 +71,11 @@ from infralens._validate import (
 )
 from infralens.attention_kernels import ATTENTION_KERNELS, attention_flops_per_token
 from infralens.batch import grad_accum_steps_for
-from infralens.compute import RECOMPUTE_MODES, gemm_flops_per_token, model_flops_per_token
+from infralens.compute import (
+    RECOMPUTE_MODES,
+    gemm_flops_per_token,
+    model_flops_per_token,
+)
 from infralens.elementwise import ELEMENTWISE_KERNELS
 from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
@@ -185,18 +189,28 @@ def estimate(
     sp = flag("sequence_parallel", sequence_parallel)
     check_mem = flag("check_memory", check_memory)
     overlap = flag("overlap_grad_reduce", overlap_grad_reduce)
-    fp32_grads = flag("grad_reduce_in_fp32", _given(grad_reduce_in_fp32, r.grad_reduce_in_fp32))
+    fp32_grads = flag(
+        "grad_reduce_in_fp32", _given(grad_reduce_in_fp32, r.grad_reduce_in_fp32)
+    )
     scatter = flag("scatter_gather_p2p", scatter_gather_p2p)
-    kernels = check_choice("elementwise", _given(elementwise, r.elementwise), ELEMENTWISE_KERNELS)
-    checks.stack_options(zero_stage, elementwise=kernels, overlap_grad_reduce=overlap)
+    kernels = check_choice(
+        "elementwise", _given(elementwise, r.elementwise), ELEMENTWISE_KERNELS
+    )
+    checks.stack_options(
+        zero_stage, elementwise=kernels, overlap_grad_reduce=overlap
+    )
     if s % plan.cp:
-        raise ValueError(f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}")
+        raise ValueError(
+            f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}"
+        )
     n_mb = grad_accum_steps_for(
         global_batch_size=global_batch_size, micro_batch_size=b, dp_size=plan.dp
     )
     checks.schedule_runs(sched, chunks=v, pp=plan.pp, microbatches=n_mb)
     gpu_key = preset_key(cluster.system.gpu)
-    matmul_ceiling(gpu_key)  # a GPU without a measured (or stand-in) ceiling stops here
+    matmul_ceiling(
+        gpu_key
+    )  # a GPU without a measured (or stand-in) ceiling stops here
     gpu = cluster.system.gpu
     checks.precision_runs(r, gpu, gpu_key)
     memory = checks.fitted_memory(
@@ -234,8 +248,12 @@ def estimate(
     if plan.cp > 1:
         kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * comm.BF16
         kv //= min(plan.tp, m.kv_heads)
-        pair = ring_hop(cluster, group_of(plan, "cp"))  # the ring waits for its slowest hop
-        cp = comm.context_parallel(kv, cluster, pair, cp=plan.cp, attention_per_layer=attn)
+        pair = ring_hop(
+            cluster, group_of(plan, "cp")
+        )  # the ring waits for its slowest hop
+        cp = comm.context_parallel(
+            kv, cluster, pair, cp=plan.cp, attention_per_layer=attn
+        )
 
     # PP: the stage whose step is longest sets the pace: its work, the bubble
     # (p - 1)/(v·m) of it, and the sends it waits for, over the slowest stage boundary.
@@ -256,12 +274,18 @@ def estimate(
         t_microbatch=t_mb, microbatches=n_mb, overlap_grad_reduce=overlap,
         grad_bytes=4 if fp32_grads else comm.BF16, gather_bytes=r.gather_bytes,
     )  # fmt: skip
-    if r.scaling == "delayed":  # Transformer Engine's amax all-reduce over TP x DP x CP
+    if (
+        r.scaling == "delayed"
+    ):  # Transformer Engine's amax all-reduce over TP x DP x CP
         dp += comm.amax_reduction(cluster, amax_group(plan), chunks=n_mb * v,
                                   chunk_layers=max(1, m.layers // (plan.pp * v)))  # fmt: skip
 
-    shards = plan.dp if zero_stage >= 1 else 1  # ZeRO shards the optimizer state over DP
-    optimizer = comm.optimizer(local, gpu, r, shards=shards, stack=stack, microbatches=n_mb)
+    shards = (
+        plan.dp if zero_stage >= 1 else 1
+    )  # ZeRO shards the optimizer state over DP
+    optimizer = comm.optimizer(
+        local, gpu, r, shards=shards, stack=stack, microbatches=n_mb
+    )
     # [end:dp]
 
     # [start:clock]
@@ -276,11 +300,19 @@ def estimate(
     # the GEMMs with recomputation and attention as the chosen kernel runs it. Both are
     # counted against the same step, so MFU <= HFU <= 1 when every kernel's time is its
     # FLOPs at a ceiling no higher than the dense peak.
-    model_rate = model_flops_per_token(m, seq_len=s, causal=True) * tokens / seconds / world
-    attn_fwd, attn_bwd = attention_flops_per_token(m, seq_len=s, recompute=mode, kernel=kernel)
-    hw_flops = gemm_flops_per_token(m, recompute=mode, stack=stack) + attn_fwd + attn_bwd
+    model_rate = (
+        model_flops_per_token(m, seq_len=s, causal=True) * tokens / seconds / world
+    )
+    attn_fwd, attn_bwd = attention_flops_per_token(
+        m, seq_len=s, recompute=mode, kernel=kernel
+    )
+    hw_flops = (
+        gemm_flops_per_token(m, recompute=mode, stack=stack) + attn_fwd + attn_bwd
+    )
     hw_rate = hw_flops * tokens / seconds / world
-    peak = gpu.fp8_flops if r.precision == "fp8" else gpu.bf16_flops  # the GEMMs' precision
+    peak = (
+        gpu.fp8_flops if r.precision == "fp8" else gpu.bf16_flops
+    )  # the GEMMs' precision
     try:
         return Estimate(
             seconds=seconds,

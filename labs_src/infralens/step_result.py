@@ -82,7 +82,9 @@ class Estimate:
 
     gpus: int
     recipe: str = ""
-    precision: str = "bf16"  # the GEMMs' precision, whose dense peak MFU and HFU divide by
+    precision: str = (
+        "bf16"  # the GEMMs' precision, whose dense peak MFU and HFU divide by
+    )
 
     def days(self, tokens: int) -> float:
         """Days to train on *tokens* tokens at this throughput on ``gpus`` GPUs.

@@ -89,7 +89,9 @@ class TrainingRun:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        positive_number("published", self.published)  # a measurement of 0 or less is no measurement
+        positive_number(
+            "published", self.published
+        )  # a measurement of 0 or less is no measurement
 
     def config(self) -> TransformerConfig:
         """The model: a preset key, or ``gpt:layers:hidden:heads`` for Megatron's GPT shapes
@@ -156,7 +158,9 @@ def load_runs(path: str | Path) -> list[TrainingRun]:
 def check_run(row: TrainingRun) -> RunCheck:
     """Predict *row*'s step and express it in the metric its source printed."""
     system = SYSTEMS[row.system]
-    cluster = Cluster(row.gpus // system.gpus_per_node, system.gpus_per_node, system)
+    cluster = Cluster(
+        row.gpus // system.gpus_per_node, system.gpus_per_node, system
+    )
     # Llama 3 405B: its own rank order, and 126 layers on 16 stages with the embedding and
     # the loss each in a layer's place, so the first and last stage are one layer short
     # (Llama 3 report, section 3.3.2; Megatron-Core's account-for-* split).
@@ -180,7 +184,9 @@ def check_run(row: TrainingRun) -> RunCheck:
             hidden=model.hidden, vocab_size=model.vocab_size,
         )  # fmt: skip
         value = flops / e.seconds / row.gpus / 1e12
-    elif row.metric == "tflops_palm":  # PaLM's count: full 12·L·h·s attention, as published
+    elif (
+        row.metric == "tflops_palm"
+    ):  # PaLM's count: full 12·L·h·s attention, as published
         value = model_flops_per_token(model, seq_len=row.seq_len) * row.global_batch
         value = value * row.seq_len / e.seconds / row.gpus / 1e12
     else:

@@ -88,7 +88,9 @@ def linear_shard(
     if style == "colwise":
         rows, cols = shard_shape((o, i), t, r)
         return LocalLinear(name, style, (rows, cols), (rows,) if bias else None)
-    return LocalLinear(name, style, (o, chunk_size(i, t, r)), (o,) if bias else None)
+    return LocalLinear(
+        name, style, (o, chunk_size(i, t, r)), (o,) if bias else None
+    )
 
 
 def mlp_shards(

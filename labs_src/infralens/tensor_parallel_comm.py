@@ -58,7 +58,10 @@ class Operator:
 # [start:operators]
 # key: sequence_parallel; value: (f, g), each with its forward and backward action
 OPERATORS: dict[bool, tuple[Operator, Operator]] = {
-    False: (Operator("f", "identity", "all_reduce"), Operator("g", "all_reduce", "identity")),
+    False: (
+        Operator("f", "identity", "all_reduce"),
+        Operator("g", "all_reduce", "identity"),
+    ),
     True: (
         Operator("f", "all_gather", "reduce_scatter"),
         Operator("g", "reduce_scatter", "all_gather"),
@@ -87,7 +90,9 @@ def operators(*, sequence_parallel: bool) -> tuple[Operator, Operator]:
     Raises ``TypeError`` if *sequence_parallel* is not a bool.
     """
     if not isinstance(sequence_parallel, bool):
-        raise TypeError(f"sequence_parallel must be a bool, got {type(sequence_parallel).__name__}")
+        raise TypeError(
+            f"sequence_parallel must be a bool, got {type(sequence_parallel).__name__}"
+        )
     return OPERATORS[sequence_parallel]
 
 
@@ -158,15 +163,21 @@ def layer_bytes_sent(
     *sequence_parallel* is not a bool.
     """
     # [start:layer-bytes]
-    nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)  # b·s·h·bytes
+    nbytes = _activation_bytes(
+        seq_len, micro_batch_size, hidden, bytes_per_element
+    )  # b·s·h·bytes
     t = positive_int("tp", tp)
     collectives = layer_collectives(sequence_parallel=sequence_parallel)
     # Σ ring_bytes_sent = 4 all-reduces · 2(t-1)/t · b·s·h  (or 8 halves: the same sum)
-    return sum((ring_bytes_sent(c.op, nbytes, t) for c in collectives), start=Fraction(0))
+    return sum(
+        (ring_bytes_sent(c.op, nbytes, t) for c in collectives), start=Fraction(0)
+    )
     # [end:layer-bytes]
 
 
-def _activation_bytes(seq_len: int, micro_batch_size: int, hidden: int, nbytes: int) -> int:
+def _activation_bytes(
+    seq_len: int, micro_batch_size: int, hidden: int, nbytes: int
+) -> int:
     return (
         positive_int("seq_len", seq_len)
         * positive_int("micro_batch_size", micro_batch_size)
@@ -233,8 +244,15 @@ def layer_seconds(
     cluster.tier_of(ranks)  # rejects an empty group (t = 0 below) and unknown ranks
     t = len(ranks)
     nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)
-    flops = 6 * positive_int("params_per_layer", params_per_layer) * seq_len * micro_batch_size
-    compute = Fraction(flops, t * positive_int("matmul_flops_per_s", matmul_flops_per_s))
+    flops = (
+        6
+        * positive_int("params_per_layer", params_per_layer)
+        * seq_len
+        * micro_batch_size
+    )
+    compute = Fraction(
+        flops, t * positive_int("matmul_flops_per_s", matmul_flops_per_s)
+    )
     comm = sum(
         (
             Fraction(predict(c.op, nbytes, cluster, ranks).seconds)

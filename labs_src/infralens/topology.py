@@ -95,7 +95,9 @@ class Cluster:
         positive_int("nodes", self.nodes)
         positive_int("gpus_per_node", self.gpus_per_node)
         if not isinstance(self.system, System):
-            raise TypeError(f"system must be a System, got {type(self.system).__name__}")
+            raise TypeError(
+                f"system must be a System, got {type(self.system).__name__}"
+            )
         if self.gpus_per_node > self.system.gpus_per_node:
             raise ValueError(
                 f"gpus_per_node must be <= {self.system.gpus_per_node} on a "
@@ -113,7 +115,9 @@ class Cluster:
         Raises ``ValueError`` for a malformed shape or an unknown preset.
         """
         nodes, gpus = parse_node_shape(node_shape)
-        return cls(nodes, gpus, system(check_choice("preset", preset, list(SYSTEMS))))
+        return cls(
+            nodes, gpus, system(check_choice("preset", preset, list(SYSTEMS)))
+        )
 
     @property
     def world_size(self) -> int:
@@ -125,7 +129,11 @@ class Cluster:
         """GPUs per NVLink domain: the node, or the design's larger fabric (GB200 NVL72)."""
         # a DGX: the node; an NVL72: 18 trays, scaled if a tray is partly used
         if self.system.nvlink_domain > self.system.gpus_per_node:
-            return self.system.nvlink_domain // self.system.gpus_per_node * self.gpus_per_node
+            return (
+                self.system.nvlink_domain
+                // self.system.gpus_per_node
+                * self.gpus_per_node
+            )
         return self.gpus_per_node
 
     @property
@@ -138,7 +146,9 @@ class Cluster:
         """The network tier: one GPU's share of its node's adapters, per direction."""
         s = self.system
         # one GPU's share = adapters per node x bytes/s per adapter / GPUs per node
-        return LinkTier("network", s.nics_per_node * s.nic_bytes_per_s // s.gpus_per_node)
+        return LinkTier(
+            "network", s.nics_per_node * s.nic_bytes_per_s // s.gpus_per_node
+        )
 
     def node_of(self, rank: int) -> int:
         """Node index of *rank*: ``rank // gpus_per_node``.
@@ -148,9 +158,15 @@ class Cluster:
 
         Raises ``ValueError`` if *rank* is outside the cluster.
         """
-        r = rank if type(rank) is int and 0 <= rank < 2**63 else nonnegative_int("rank", rank)
+        r = (
+            rank
+            if type(rank) is int and 0 <= rank < 2**63
+            else nonnegative_int("rank", rank)
+        )
         if r >= self.world_size:
-            raise ValueError(f"rank must be < world_size {self.world_size}, got {r}")
+            raise ValueError(
+                f"rank must be < world_size {self.world_size}, got {r}"
+            )
         return r // self.gpus_per_node
 
     def domain_of(self, rank: int) -> int:
@@ -177,7 +193,9 @@ class Cluster:
         domains = set()
         for r in ranks:
             if nonnegative_int("ranks", r) >= self.world_size:
-                raise ValueError(f"ranks: rank must be < world_size {self.world_size}, got {r}")
+                raise ValueError(
+                    f"ranks: rank must be < world_size {self.world_size}, got {r}"
+                )
             domains.add(self.domain_of(r))
         if not domains:
             raise ValueError("ranks must hold at least one rank")

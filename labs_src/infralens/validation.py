@@ -78,7 +78,9 @@ class NcclRow:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        positive_number("busbw", self.busbw)  # a measurement of 0 or less is no measurement
+        positive_number(
+            "busbw", self.busbw
+        )  # a measurement of 0 or less is no measurement
 
     def cluster(self) -> Cluster:
         """The cluster the row ran on, built from its GPU preset and stated adapters.
@@ -87,7 +89,9 @@ class NcclRow:
         no single-node collective uses.
         """
         gpu = GPUS[check_choice("gpu", self.gpu, list(GPUS))]
-        nics, gbit = (self.nics_per_node, self.nic_gbit) if self.nodes > 1 else (1, 1)
+        nics, gbit = (
+            (self.nics_per_node, self.nic_gbit) if self.nodes > 1 else (1, 1)
+        )
         system = System(self.system, gpu, self.gpus_per_node, self.gpus_per_node, nics,
                         gbit * 10**9, True, self.fabric)  # fmt: skip
         return Cluster(self.nodes, self.gpus_per_node, system)
@@ -149,11 +153,15 @@ def check_nccl(row: NcclRow) -> NcclCheck:
     p = predict(row.op, row.size_bytes, row.cluster())
     error = p.bus_bandwidth / row.busbw - 1
     if row.scope in ("efa", "tcpx"):
-        return NcclCheck(row, p.bus_bandwidth, p.algorithm, error, None, error >= -0.05)
+        return NcclCheck(
+            row, p.bus_bandwidth, p.algorithm, error, None, error >= -0.05
+        )
     large = row.size_bytes >= 64 * MIB
     chain = row.op in ("broadcast", "reduce")
     tolerance = (0.50 if large else 1.00) if chain else (0.40 if large else 0.60)
-    return NcclCheck(row, p.bus_bandwidth, p.algorithm, error, tolerance, abs(error) <= tolerance)
+    return NcclCheck(
+        row, p.bus_bandwidth, p.algorithm, error, tolerance, abs(error) <= tolerance
+    )
 
 
 @typed
@@ -170,12 +178,18 @@ def medians(checks: list[NcclCheck], *, large: bool) -> dict[str, float]:
     for run, errors in bands.items():
         errors.sort()
         mid = len(errors) // 2
-        out[run] = errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
+        out[run] = (
+            errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
+        )
     return out
 
 
 def _source_cell(url: str) -> str:
-    repo = url.split("github.com/", 1)[-1].split("/blob/", 1)[0] if "github.com/" in url else url
+    repo = (
+        url.split("github.com/", 1)[-1].split("/blob/", 1)[0]
+        if "github.com/" in url
+        else url
+    )
     return f"[{repo}]({url})"
 
 
@@ -211,7 +225,9 @@ def markdown_report(checks: list[NcclCheck]) -> str:
     lines += ["| --- | --- | --- |"]
     for run, cs in runs.items():
         r = cs[0].row
-        lines.append(f"| {run} | {r.system}; {r.scope} | {r.network or 'one node: none'} |")
+        lines.append(
+            f"| {run} | {r.system}; {r.scope} | {r.network or 'one node: none'} |"
+        )
     for run, cs in runs.items():
         r = cs[0].row
         lines += [

@@ -36,7 +36,9 @@ __all__ = [
     "Worksheet",
 ]
 
-RECIPE_STAGE = {name: r.zero_stage for name, r in RECIPES.items() if name != "zero-paper"}
+RECIPE_STAGE = {
+    name: r.zero_stage for name, r in RECIPES.items() if name != "zero-paper"
+}
 """The ZeRO stage whose collectives each recipe runs; ``zero-paper`` takes any stage."""
 
 REASONS = {
@@ -101,7 +103,12 @@ class Workload:
         if self.model:
             return PRESETS[check_choice("model", self.model, tuple(PRESETS))]
         for preset in PRESETS.values():
-            shape = (preset.num_params(), preset.layers, preset.hidden, preset.heads)
+            shape = (
+                preset.num_params(),
+                preset.layers,
+                preset.hidden,
+                preset.heads,
+            )
             if shape == (self.num_params, self.layers, self.hidden, self.heads):
                 return preset
         h = self.hidden

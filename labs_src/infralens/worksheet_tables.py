@@ -18,7 +18,10 @@ from infralens.worksheet import STEP_TERMS, Worksheet
 
 __all__ = ["worksheet_tables"]
 
-LINK_WORDS = {"nvlink": "NVLink, inside a node", "network": "network, between nodes"}
+LINK_WORDS = {
+    "nvlink": "NVLink, inside a node",
+    "network": "network, between nodes",
+}
 """How a tier name reads in the worksheet's tables."""
 
 
@@ -85,8 +88,12 @@ def worksheet_tables(sheet: Worksheet) -> str:
     for a in sheet.axes:
         where = LINK_WORDS.get(a.placement, "no group: degree 1")
         if a.degree > 1:
-            where += ": " + _ranks(sheet.plan.groups("dp" if a.axis == "zero" else a.axis)[0])
-        out.append(f"| {label.get(a.axis, a.axis.upper())} | {a.degree} | {where} | {a.reason} |")
+            where += ": " + _ranks(
+                sheet.plan.groups("dp" if a.axis == "zero" else a.axis)[0]
+            )
+        out.append(
+            f"| {label.get(a.axis, a.axis.upper())} | {a.degree} | {where} | {a.reason} |"
+        )
     out += ["```", "", "```{table} Communication: bytes and seconds per GPU per step",
             "| Communication | Frequency | Preferred link | GB sent | Seconds, before overlap "
             "| Risk |", "| --- | --- | --- | ---: | ---: | --- |"]  # fmt: skip
@@ -94,7 +101,11 @@ def worksheet_tables(sheet: Worksheet) -> str:
     for r in sheet.comms:
         if r.axis == "compute":
             continue
-        risk = r.risk if sheet.step is None else _risk(sheet, sheet.step, r.axis, r.link)
+        risk = (
+            r.risk
+            if sheet.step is None
+            else _risk(sheet, sheet.step, r.axis, r.link)
+        )
         if r.axis in seen:
             risk = "as the row above (same axis)"
         seen.add(r.axis)
@@ -119,7 +130,11 @@ def worksheet_tables(sheet: Worksheet) -> str:
         out += ["```", "", f"Predicted step {e.seconds:.2f} s, MFU {e.mfu:.1%}; the largest "
                 f"term, which bounds the step: {STEP_TERMS[e.bottleneck]}."]  # fmt: skip
     over = sheet.shortfall_bytes / 1e9
-    verdict = f"does not fit by {over:.1f} GB" if over > 0 else f"fits, {-over:.1f} GB spare"
+    verdict = (
+        f"does not fit by {over:.1f} GB"
+        if over > 0
+        else f"fits, {-over:.1f} GB spare"
+    )
     out += ["", f"Memory per GPU: {sheet.model_state_bytes / 1e9:.1f} GB model states + "
             f"{sheet.activation_bytes / 1e9:.1f} GB activations = {sheet.memory_bytes / 1e9:.1f}"
             f" GB of {sheet.capacity_bytes / 1e9:.0f} GB: {verdict}; {sheet.microbatches} "

@@ -122,7 +122,10 @@ def model_state_bytes(
     Raises ``ValueError`` as :func:`model_states` does.
     """
     return model_states(
-        num_params, dp_size=dp_size, stage=stage, optimizer_multiplier=optimizer_multiplier
+        num_params,
+        dp_size=dp_size,
+        stage=stage,
+        optimizer_multiplier=optimizer_multiplier,
     ).total
 
 
@@ -143,7 +146,10 @@ def step_collectives(stage: int) -> tuple[tuple[str, str], ...]:
     if s == 0:
         return (("reduce_scatter", "gradients"), ("all_gather", "summed gradients"))
     if s in (1, 2):
-        return (("reduce_scatter", "gradients"), ("all_gather", "updated parameters"))
+        return (
+            ("reduce_scatter", "gradients"),
+            ("all_gather", "updated parameters"),
+        )
     return (
         ("all_gather", "parameters for forward"),
         ("all_gather", "parameters for backward"),
@@ -189,5 +195,6 @@ def communication_bytes_per_rank(
     )
     dp = positive_int("dp_size", dp_size)
     return sum(
-        (ring_bytes_sent(op, nbytes, dp) for op, _ in step_collectives(stage)), start=Fraction(0)
+        (ring_bytes_sent(op, nbytes, dp) for op, _ in step_collectives(stage)),
+        start=Fraction(0),
     )
