@@ -28,6 +28,8 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.doctest",
+    # A source page per module, which every lab code block's caption links to.
+    "sphinx.ext.viewcode",
     "sphinx_autodoc_typehints",
     "sphinx_design",
     "sphinx_copybutton",
@@ -41,6 +43,8 @@ extensions = [
     "infralens_mathjax",
     # Provenance line under each lab and section title; the landing page's lab list.
     "infralens_pages",
+    # Lab pages as code readings: the build's rules, source links, answers at chapter end.
+    "infralens_labcode",
 ]
 exclude_patterns = ["_figures", "_generated", "**/.ipynb_checkpoints"]
 root_doc = "index"

@@ -119,6 +119,20 @@ def test_memory_prints_the_breakdown_and_verdict() -> None:
     assert "fits" in done.stdout and "not counted: CUDA context" in done.stdout
 
 
+def test_memory_without_a_model_prices_the_files_own_workload_as_plan_does() -> None:
+    # The starter names no preset, only a shape (Llama 2 70B's): memory reads it from
+    # the training section, as plan does, and the two print one count of model states.
+    done = run("memory", "--plan", str(STARTER))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("llama2-70b, tp=8 cp=1 pp=4 dp=2")
+    states = next(line for line in done.stdout.splitlines() if "model states" in line)
+    total = next(line for line in done.stdout.splitlines() if line.strip().startswith("total"))
+    planned = run("plan", str(STARTER)).stdout
+    gb = float(states.split()[-2])
+    assert f"{gb:.1f} GB model states" in planned
+    assert f"= {float(total.split()[1]):.1f} GB of 80 GB HBM" in planned
+
+
 def test_memory_says_by_how_much_it_does_not_fit() -> None:
     from infralens.fit import gpu_memory
     from infralens.plan import ParallelPlan

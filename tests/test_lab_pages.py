@@ -1,9 +1,9 @@
 """Every lab page is a code reading: it shows the package's code, included by reference.
 
 A lab page includes the functions or classes that carry its idea straight from
-the module (``literalinclude`` with ``:pyobject:`` or named start/end markers,
-and ``:lineno-match:`` so the line numbers are the module's own), explains each
-block, and leaves the module's whole API to the reference section. These tests
+the module (``literalinclude`` with ``:pyobject:`` or named start/end markers),
+explains each piece under it (``tests/test_lab_code_reading.py``), and leaves
+the module's whole API to the reference section. These tests
 read the page sources: an included object that disappears or moves out of its
 module fails here (and the ``-W`` build fails on it too), and so does a page
 that pastes code, pulls a whole module with ``automodule``, grows past the
@@ -37,6 +37,7 @@ TEMPLATE = (
     "## What to notice",
     "## Common misunderstandings",
     "## Interview explanation",
+    "## Exercises",
     "## Run it (optional)",
     "## Further reading",
 )
@@ -189,9 +190,6 @@ def test_a_lab_page_shows_its_modules_code_by_reference(lab_page: Path) -> None:
     assert includes, f"{lab_page.name} includes no code from labs_src/infralens"
     shown: list[str] = []
     for directive in includes:
-        assert "lineno-match" in directive.options, (
-            f"{lab_page.name}: {directive} lacks :lineno-match:"
-        )
         target, lines = included_code(directive, lab_page)
         assert target.parent == PACKAGE, target
         shown += lines
@@ -292,42 +290,3 @@ def test_the_reference_holds_every_public_module_once() -> None:
         for name in re.findall(r"^\.\. automodule:: (\S+)$", page.read_text(encoding="utf-8"), re.M)
     )
     assert documented == public
-
-
-def shown_ranges(page: Path) -> list[tuple[int, int]]:
-    """The file line ranges a page's includes show (the numbers printed on the page)."""
-    ranges = []
-    for d in directives(page.read_text(encoding="utf-8")):
-        if d.name != "literalinclude":
-            continue
-        lines = (page.parent / d.argument).resolve().read_text(encoding="utf-8").splitlines()
-        if "lines" in d.options:
-            for part in d.options["lines"].split(","):
-                lo, _, hi = part.strip().partition("-")
-                ranges.append((int(lo), int(hi or lo)))
-            continue
-        if "pyobject" not in d.options and "start-after" not in d.options:
-            ranges.append((1, len(lines)))
-            continue
-        _, shown = included_code(d, page)
-        for start in range(len(lines) - len(shown) + 1):
-            if lines[start : start + len(shown)] == shown:
-                ranges.append((start + 1, start + len(shown)))
-                break
-    return ranges
-
-
-def test_a_note_cites_lines_its_page_shows(lab_page: Path) -> None:
-    # ":lineno-match:" prints the module's own numbers, so a note that says
-    # "lines 52-58" must point into a shown block, or say it points outside one;
-    # when the module changes, a stale number fails here instead of misleading.
-    text = lab_page.read_text(encoding="utf-8")
-    ranges = shown_ranges(lab_page)
-    prose = re.sub(r"```.*?```", "", text, flags=re.S)
-    for m in re.finditer(r"\blines? (\d+)(?:[–-](\d+))?(?!\d)(.{0,30})", prose, re.S):
-        first, last = int(m[1]), int(m[2] or m[1])
-        if re.search(r"above the block|below the block|not shown", m[3]):
-            continue
-        assert any(lo <= first and last <= hi for lo, hi in ranges), (
-            f"{lab_page.name}: '{m[0][:20]}' is outside the shown lines {ranges}"
-        )

@@ -1,5 +1,5 @@
 """Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]``,
-``python -m infralens memory --model NAME --plan PATH.yaml [--recipe NAME] [--gpu NAME]`` and
+``python -m infralens memory [--model NAME] --plan PATH.yaml [--recipe NAME] [--gpu NAME]`` and
 ``python -m infralens rank --model NAME --cluster SYSTEM --gpus N --seq-len S --global-batch B``.
 
 Bad input (a missing file, malformed YAML, degrees that do not fill the
@@ -66,12 +66,18 @@ def memory_report(
         raise ValueError(
             f"--model {model!r} contradicts the plan file's model {work.model!r}"
         )
-    if model is None and (work is None or not work.model):
+    if model is None and work is None:
         raise ValueError(
-            "name a model: --model NAME, or training.model in the plan file"
+            "name a model: --model NAME, or a 'training' section in the plan file"
         )
-    config = PRESETS[model] if model is not None else work.config()  # type: ignore[union-attr]
-    name = model if model is not None else work.model  # type: ignore[union-attr]
+    if model is not None:
+        config, name = PRESETS[model], model
+    else:  # the file's model: its preset, or the shape its training section gives
+        assert work is not None
+        config = work.config()
+        name = work.model or next(
+            (k for k, v in PRESETS.items() if v == config), "the file's model"
+        )
     job: dict[str, Any] = {"seq_len": config.seq_len, "micro_batch_size": 1}
     chosen = DEFAULT_RECIPE
     if work is not None:
