@@ -191,9 +191,10 @@ def landing_markdown() -> str:
             "placement, memory and step time, then answering aloud and the practice cards."
         ),
         "size and place a real job": (
-            "What fits in one GPU, the ZeRO, tensor and pipeline sections the planner "
-            "chooses between, how the plan places ranks, which links its collectives "
-            "cross, what the step costs, and what keeps it running."
+            "What fits in one GPU, the axes the planner chooses between (ZeRO, "
+            "FSDP, tensor, pipeline and context parallelism), how the plan places "
+            "ranks, which links its collectives cross, what the step costs, and "
+            "what keeps it running."
         ),
     }
     for name, pages in READING_PATHS.items():
@@ -258,6 +259,43 @@ def _insert_provenance(app: Any, doctree: Any) -> None:
         return
 
 
+def next_on_paths(docname: str) -> list[tuple[str, str]]:
+    """(path name, next page) for each reading path that goes on after *docname*."""
+    found = []
+    for name, pages in READING_PATHS.items():
+        if docname in pages[:-1]:
+            found.append((name, pages[pages.index(docname) + 1]))
+    return found
+
+
+def _insert_next_on_path(app: Any, doctree: Any) -> None:
+    """End each page of a reading path with the next page of every path it is on."""
+    from docutils import nodes
+    from sphinx import addnodes
+
+    docname = app.env.docname
+    steps = next_on_paths(docname)
+    top = next(iter(doctree.findall(nodes.section)), None)
+    if not steps or top is None:
+        return
+    box = nodes.container(classes=["next-on-path"])
+    box += nodes.rubric("Next on this path", "Next on this path")
+    items = nodes.bullet_list()
+    for name, page in steps:
+        para = nodes.paragraph()
+        para += nodes.strong(name[0].upper() + name[1:], name[0].upper() + name[1:])
+        para += nodes.Text(": ")
+        xref = addnodes.pending_xref(
+            "", refdomain="std", reftype="doc", reftarget=f"/{page}", refexplicit=False,
+            refdoc=docname,
+        )  # fmt: skip
+        xref += nodes.inline(page, page)
+        para += xref
+        items += nodes.list_item("", para)
+    box += items
+    top += box
+
+
 def _provenance_key(records: dict[str, Provenance]) -> str:
     return hashlib.sha256(repr(sorted(records.items())).encode()).hexdigest()
 
@@ -278,4 +316,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("builder-inited", _write_landing)
     app.connect("env-get-outdated", _refresh)
     app.connect("doctree-read", _insert_provenance)
+    app.connect("doctree-read", _insert_next_on_path)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}

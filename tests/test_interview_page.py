@@ -1,7 +1,7 @@
 """The interview page is built for rehearsal.
 
-Every card shows its question and follow-up before any answer, a list of
-points to hit, a closed answer (a short answer a candidate can say in under
+Every card shows its question and follow-up before any answer, then a closed
+list of points to hit, a closed answer (a short answer a candidate can say in under
 a minute, without code, then the deeper explanation, the common mistake and
 cited sources), the follow-up's answer in its own dropdown, and the doctests
 behind its numbers in a separate one. The map and the checklist link every
@@ -37,13 +37,18 @@ def dropdown(body: str, title: str) -> str:
     return match.group(2) if match else ""
 
 
-def test_every_card_shows_its_follow_up_and_points_before_any_answer() -> None:
+def test_every_card_shows_its_question_and_keeps_the_points_closed() -> None:
+    # The reader answers aloud first: the follow-up is visible, the points to hit
+    # are the first dropdown, closed, and nothing of the answer shows before it.
     for number, body in cards().items():
         first_dropdown = body.index("{dropdown}")
         visible = body[:first_dropdown]
         assert re.search(r"^\*\*Follow-up\.\*\* \*.+\?\*$", visible, re.M | re.S), number
-        points = visible[visible.index("**Points to hit.**") :]
+        assert not re.search(r"^- ", visible, re.M), f"card {number} shows points"
+        assert body[first_dropdown:].startswith("{dropdown} Points to hit\n"), number
+        points = dropdown(body, "Points to hit")
         assert 3 <= len(re.findall(r"^- ", points, re.M)) <= 5, f"card {number}"
+        assert ":open:" not in points, f"card {number}"
 
 
 def test_every_answer_is_short_code_free_and_sourced() -> None:

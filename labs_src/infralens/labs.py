@@ -20,7 +20,9 @@ diagnosing and keeping a job running) and interview practice.
 >>> READING_PATHS["size and place a real job"][:3]
 ('handbook/00-model-arithmetic', 'handbook/17-memory', 'labs/lab-17-memory')
 >>> READING_PATHS["size and place a real job"][3:6]
-('handbook/03-zero', 'handbook/05-tensor-parallel', 'handbook/06-pipeline-parallel')
+('handbook/03-zero', 'handbook/04-fsdp', 'handbook/05-tensor-parallel')
+>>> READING_PATHS["size and place a real job"][6:8]
+('handbook/06-pipeline-parallel', 'handbook/10-context-parallel')
 >>> len(READING_PATHS["interview in a week"])
 12
 >>> lab(19)
@@ -297,13 +299,14 @@ READING_PATHS.update(
             lab(9).page,
             "interview/practice",
         ),
-        # Size a job (memory, sharding, the axes Lab 12 and `rank` choose
-        # between), place it on the machine, price its traffic and its step,
-        # then keep it running.
+        # Size a job (memory, then every axis `rank` chooses between: ZeRO
+        # and FSDP sharding, tensor, pipeline and context parallelism), place
+        # it on the machine, price its traffic and its step, then keep it
+        # running.
         "size and place a real job": (
             SECTIONS[0],
             *_pair(17),
-            *(lab(n).section_page for n in (3, 5, 6)),
+            *(lab(n).section_page for n in (3, 4, 5, 6, 10)),
             *_pair(7, 8, 15, 16, 12, 13, 18),
         ),
     }
