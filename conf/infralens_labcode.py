@@ -206,8 +206,11 @@ def _link_captions(app: Any, doctree: Any, docname: str) -> None:
 
 
 def _is_answer(node: Any) -> bool:
+    from docutils import nodes
+
     return bool(
-        node.get("design_component") == "dropdown" and "answer" in node.get("container_classes", [])
+        isinstance(node, nodes.Element)
+        and node.get("design_component") == "dropdown" and "answer" in node.get("container_classes", [])
     )
 
 
@@ -247,7 +250,9 @@ def _move_answers(root: Any, docname: str) -> None:
         pointer += ref
         pointer += nodes.Text(" at the end of this chapter.")
         node.replace_self(pointer)
-        section += nodes.rubric(label, label, ids=[anchor])
+        # A target, not the rubric's own id: LaTeX labels targets, not rubrics.
+        section += nodes.target("", "", ids=[anchor])
+        section += nodes.rubric(label, label)
         for child in node.children:
             if child not in titles:
                 section += child.deepcopy()
