@@ -178,3 +178,40 @@ def test_search_finds_reduce_scatter(driver: webdriver.Chrome, base_url: str) ->
     WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "ul.search li"))
     hits = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "ul.search li")]
     assert any("reduce" in h.lower() for h in hits), hits
+
+
+LAB_PAGES = [p for p in PAGES if p.startswith("labs/lab-")]
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_lab_code_fits_its_column_and_links_its_source(
+    driver: webdriver.Chrome, base_url: str, width: int
+) -> None:
+    # Every package piece a lab shows is captioned with its file, the caption opens
+    # the module's source page, and no line scrolls sideways at either width.
+    driver.set_window_size(width, 1000)
+    try:
+        assert len(LAB_PAGES) == 18
+        for page in LAB_PAGES:
+            visit(driver, base_url + page)
+            blocks = driver.execute_script(
+                """
+                return [...document.querySelectorAll('article div.literal-block-wrapper')]
+                  .map(w => {
+                    const link = w.querySelector('.code-block-caption a.reference');
+                    const pre = w.querySelector('pre');
+                    return {caption: w.querySelector('.code-block-caption').innerText,
+                            href: link ? link.getAttribute('href') : '',
+                            over: pre.scrollWidth - pre.clientWidth};
+                  });
+                """
+            )
+            package = [b for b in blocks if b["caption"].startswith("infralens/")]
+            assert package, f"{page}: no captioned package code"
+            for block in package:
+                assert "_modules/infralens/" in block["href"], (page, block)
+                target = (SITE / page).parent / block["href"].split("#")[0]
+                assert target.resolve().is_file(), (page, block)
+                assert block["over"] <= 0, f"{page} at {width} px: {block}"
+    finally:
+        driver.set_window_size(1280, 1024)
