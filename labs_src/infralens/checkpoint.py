@@ -218,8 +218,7 @@ class RolloutCursor:
         check_fields(self)
 
     def accept(self, *, rollout: int, policy_version: int) -> RolloutCursor:
-        """Return the cursor after consuming *rollout*, or raise if it is duplicated or stale."""
-        # [start:cursor-accept]
+        """The cursor after *rollout*; ValueError if duplicated, skipping or stale."""
         r = nonnegative_int("rollout", rollout)
         v = nonnegative_int("policy_version", policy_version)
         if r < self.next_rollout:
@@ -236,4 +235,3 @@ class RolloutCursor:
                 f"behind {self.policy_version}"
             )
         return RolloutCursor(self.policy_version, r + 1, self.max_staleness)
-        # [end:cursor-accept]
