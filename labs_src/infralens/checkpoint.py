@@ -88,6 +88,7 @@ def save_layout(
     Raises ``ValueError`` for an empty shape, a negative dimension or
     *world_size* < 1.
     """
+    # [start:save-chunks]
     w = positive_int("world_size", world_size)
     layout = {}
     for name, shape in shapes.items():
@@ -97,6 +98,7 @@ def save_layout(
         sizes, offsets = chunk_sizes(rows, w), chunk_offsets(rows, w)
         layout[name] = [Chunk(r, offsets[r], sizes[r]) for r in range(w)]
     return layout
+    # [end:save-chunks]
 
 
 def reshard_reads(
@@ -130,7 +132,7 @@ def reshard_reads(
                 raise TypeError(
                     f"layout[{describe(name)}] must hold Chunk, got {describe(c)}"
                 )
-        # [start:reshard]
+        # [start:reshard-tiling]
         ordered = sorted(chunks, key=lambda c: c.offset)
         expected = 0
         for c in ordered:
@@ -141,6 +143,8 @@ def reshard_reads(
                     f"a chunk starts at {c.offset}, expected {expected}"
                 )
             expected = c.offset + c.length
+        # [end:reshard-tiling]
+        # [start:reshard-overlap]
         sizes, offsets = chunk_sizes(expected, m), chunk_offsets(expected, m)
         for r in range(m):
             lo, hi = offsets[r], offsets[r] + sizes[r]
@@ -157,7 +161,7 @@ def reshard_reads(
                             stop - start,
                         )
                     )
-        # [end:reshard]
+        # [end:reshard-overlap]
     return reads
 
 
@@ -177,11 +181,13 @@ def check_complete(saved_keys: Iterable[str], *, online_rl: bool = False) -> Non
     ...
     ValueError: saved_keys: checkpoint lacks dataloader, policy_version, rollout_cursor
     """
+    # [start:check-missing]
     have = set(saved_keys)
     needed = REQUIRED_STATE + (ONLINE_RL_STATE if online_rl else ())
     missing = [k for k in needed if k not in have]
     if missing:
         raise ValueError("saved_keys: checkpoint lacks " + ", ".join(missing))
+    # [end:check-missing]
 
 
 @dataclass(frozen=True)
@@ -212,7 +218,7 @@ class RolloutCursor:
         check_fields(self)
 
     def accept(self, *, rollout: int, policy_version: int) -> RolloutCursor:
-        """Return the cursor after consuming *rollout*, or raise if it is duplicated or stale."""
+        """The cursor after *rollout*; ValueError if duplicated, skipping or stale."""
         r = nonnegative_int("rollout", rollout)
         v = nonnegative_int("policy_version", policy_version)
         if r < self.next_rollout:

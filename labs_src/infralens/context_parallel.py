@@ -105,6 +105,7 @@ def token_ranges(
 
     Raises ``ValueError`` if *seq_len* < 1, *cp* < 1 or *layout* is unknown.
     """
+    # [start:token-spans]
     s = positive_int("seq_len", seq_len)
     n = ranks_cap("cp", cp)
     mode = check_choice("layout", layout, LAYOUTS)
@@ -115,10 +116,13 @@ def token_ranges(
             chunk_offsets(s, pieces), chunk_sizes(s, pieces), strict=True
         )
     ]
+    # [end:token-spans]
+    # [start:token-layouts]
     if mode == "contiguous":
         return tuple((span,) for span in spans)
     order = chunk_order(n)
     return tuple((spans[order[2 * r]], spans[order[2 * r + 1]]) for r in range(n))
+    # [end:token-layouts]
 
 
 def causal_work(
@@ -191,7 +195,7 @@ def ulysses_bytes(
     Raises ``ValueError`` for a size below 1 or when *seq_len*, *heads* or
     *kv_heads* is not divisible by *cp*, or *heads* by *kv_heads*.
     """
-    # [start:ulysses]
+    # [start:ulysses-heads]
     # one head of the local buffer: b * (s / cp) * head_dim * e bytes
     per_head = _tokens(seq_len, cp) * _head_bytes(
         micro_batch, head_dim, bytes_per_element
@@ -199,11 +203,13 @@ def ulysses_bytes(
     divisible("heads", positive_int("heads", heads), "cp", cp)
     divisible("kv_heads", positive_int("kv_heads", kv_heads), "cp", cp)
     divisible("heads", heads, "kv_heads", kv_heads)
+    # [end:ulysses-heads]
     if not in_int_range(per_head * heads):
         raise ValueError(
             "seq_len * micro_batch * heads * head_dim * bytes_per_element must be < 2**63 bytes"
         )
 
+    # [start:ulysses-sent]
     def sent(n_heads: int) -> int:
         # the all-to-all keeps 1/cp of the buffer at home, sends (cp - 1) / cp
         return int(ring_bytes_sent("all_to_all", per_head * n_heads, cp))
@@ -211,7 +217,7 @@ def ulysses_bytes(
     return UlyssesBytes(
         q=sent(heads), k=sent(kv_heads), v=sent(kv_heads), out=sent(heads)
     )
-    # [end:ulysses]
+    # [end:ulysses-sent]
 
 
 MAX_PAIRS = 2**14

@@ -83,6 +83,7 @@ def send_buffer(
 
     Raises ``ValueError`` as :func:`~infralens.experts.route` and :func:`expert_rank` do.
     """
+    # [start:send-blocks]
     _checked(routes, experts)
     _experts_per_rank(experts, ep)
     blocks: list[list[tuple[int, int]]] = [[] for _ in range(ep)]
@@ -90,6 +91,7 @@ def send_buffer(
     for x, t in copies:
         blocks[expert_rank(x, experts, ep)].append((t, x))
     return blocks
+    # [end:send-blocks]
 
 
 @typed

@@ -159,6 +159,7 @@ def route(
     Raises ``ValueError`` if a token names an expert outside
     ``range(experts)`` or twice, or *capacity* < 0.
     """
+    # [start:route-fill]
     e = _checked(routes, experts)
     cap = None if capacity is None else nonnegative_int("capacity", capacity)
     load, kept, lost = [0] * e, [0] * e, []
@@ -171,6 +172,7 @@ def route(
                 lost.append((t, x))
     dropped = tuple(n - k for n, k in zip(load, kept, strict=True))
     return Routing(tuple(load), tuple(kept), dropped, tuple(lost))
+    # [end:route-fill]
 
 
 @typed

@@ -146,7 +146,7 @@ def ring_step(
     Raises ``ValueError`` for a size below 1, *seq_len* not divisible by *cp*,
     *heads* not divisible by *kv_heads*, or a rate that is not positive.
     """
-    # [start:ring-step]
+    # [start:ring-block-bytes]
     # bytes = 2 * b * c * kv_heads * head_dim * e: one K block and one V block
     nbytes = ring_kv_block_bytes(
         seq_len,
@@ -157,6 +157,8 @@ def ring_step(
         bytes_per_element=bytes_per_element,
     )
     divisible("heads", positive_int("heads", heads), "kv_heads", kv_heads)
+    # [end:ring-block-bytes]
+    # [start:ring-step-times]
     c = seq_len // cp
     # flops = 4 * b * c**2 * heads * head_dim (QK^T and PV), halved when causal
     flops = 4 * micro_batch * c * c * heads * head_dim // (2 if causal else 1)
@@ -168,7 +170,7 @@ def ring_step(
         transfer_s=nbytes
         / positive_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s),
     )
-    # [end:ring-step]
+    # [end:ring-step-times]
 
 
 def min_block_tokens(
