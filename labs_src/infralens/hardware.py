@@ -225,11 +225,13 @@ class System:
         positive_int("nvlink_domain", self.nvlink_domain)
         positive_int("nics_per_node", self.nics_per_node)
         positive_int("nic_bits_per_s", self.nic_bits_per_s)
+        # [start:whole-nodes-per-domain]
         if self.nvlink_domain % self.gpus_per_node:
             raise ValueError(
                 "nvlink_domain must be a multiple of gpus_per_node: "
                 f"{self.nvlink_domain} % {self.gpus_per_node} != 0"
             )
+        # [end:whole-nodes-per-domain]
         check_fields(self)
 
     @property
@@ -238,7 +240,6 @@ class System:
         return self.nic_bits_per_s // 8
 
 
-# [start:systems]
 SYSTEMS: dict[str, System] = {
     # DGX A100 datasheet: 8 A100, 8 single-port ConnectX-6 200 Gb/s HDR InfiniBand.
     "dgx-a100": System(
@@ -251,7 +252,9 @@ SYSTEMS: dict[str, System] = {
         True,
         "InfiniBand HDR",
     ),
-    # DGX H100 datasheet: 8 H100, 8 single-port ConnectX-7 400 Gb/s InfiniBand/Ethernet.
+    # [start:system-dgx-h100]
+    # DGX H100 datasheet: 8 H100, 8 single-port ConnectX-7 400 Gb/s
+    # InfiniBand/Ethernet.
     "dgx-h100": System(
         "DGX H100",
         GPUS["h100-sxm5-80gb"],
@@ -262,6 +265,7 @@ SYSTEMS: dict[str, System] = {
         True,
         "InfiniBand NDR",
     ),
+    # [end:system-dgx-h100]
     # DGX H200 datasheet: 8 H200, the DGX H100's eight 400 Gb/s ConnectX-7 adapters.
     "dgx-h200": System(
         "DGX H200",
@@ -285,8 +289,10 @@ SYSTEMS: dict[str, System] = {
         True,
         "RDMA",
     ),
-    # GB200 NVL72: 18 compute trays of 4 GPUs joined by one NVLink 5 fabric; NVIDIA's
-    # multi-node NVLink tuning guide gives each tray ConnectX-7 adapters, one per GPU.
+    # [start:system-gb200-nvl72]
+    # GB200 NVL72: 18 compute trays of 4 GPUs joined by one NVLink 5 fabric;
+    # NVIDIA's multi-node NVLink tuning guide gives each tray ConnectX-7
+    # adapters, one per GPU.
     "gb200-nvl72": System(
         "GB200 NVL72",
         GPUS["b200-gb200"],
@@ -297,8 +303,8 @@ SYSTEMS: dict[str, System] = {
         True,
         "InfiniBand NDR",
     ),
+    # [end:system-gb200-nvl72]
 }
-# [end:systems]
 """Node designs by key, as :meth:`infralens.topology.Cluster.from_node_shape` takes them."""
 
 

@@ -94,6 +94,7 @@ class Scenario:
     measurement: str
 
     def __post_init__(self) -> None:
+        # [start:every-part-has-words]
         for part in PARTS:
             text = getattr(self, part)
             if not isinstance(text, str) or not text.strip():
@@ -102,6 +103,8 @@ class Scenario:
                 raise ValueError(
                     f"{part} is too vague: use at least {MIN_WORDS} words"
                 )
+        # [end:every-part-has-words]
+        # [start:parts-carry-substance]
         if not STATE_WORDS.search(self.mechanism):
             raise ValueError(
                 "mechanism must say what is sharded, split or replicated"
@@ -118,6 +121,7 @@ class Scenario:
             raise ValueError(
                 "measurement must name a signal (profiler trace, memory, bandwidth, ...)"
             )
+        # [end:parts-carry-substance]
         check_fields(self)
 
 
@@ -151,6 +155,7 @@ def _gb(nbytes: float) -> str:
 def seventy_b_on_64_gpus() -> Scenario:
     """A 70B dense model on 8 nodes of 8 H100s, with numbers from the Lab 12 worksheet."""
     psi = 68_976_648_192
+    # [start:price-two-plans]
     cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
     work = Workload(
         num_params=psi,
@@ -164,13 +169,17 @@ def seventy_b_on_64_gpus() -> Scenario:
     sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
     half_tp = fill_worksheet(ParallelPlan(tp=4, pp=8, dp=2), cluster, work)
     step, alt = sheet.step, half_tp.step
+    # [end:price-two-plans]
     assert (
         step is not None and alt is not None
     )  # fill_worksheet always prices the step
-    # share of a term = its seconds / the step's seconds; the largest share sets the step
+    # [start:term-shares]
+    # share of a term = its seconds / the step's seconds;
+    # the largest share sets the step
     share = {
         name: seconds / step.seconds for name, seconds in step.breakdown.items()
     }
+    # [end:term-shares]
     return Scenario(
         "A 70B model on 64 GPUs",
         f"Model states alone are {_gb(model_state_bytes(psi, dp_size=1, stage=0))} with "

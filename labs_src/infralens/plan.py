@@ -95,11 +95,13 @@ class ParallelPlan:
             raise ValueError(
                 f"rank must be < world_size {self.world_size}, got {r}"
             )
+        # [start:rank-to-coords]
         strides = self._strides()
         # coordinate = (rank // stride) % degree, for each axis of the order
         out = {axis: r // strides[axis] % getattr(self, axis) for axis in AXES[:4]}
         out["ep"] = out["dp"] % self.ep
         return out
+        # [end:rank-to-coords]
 
     def rank(self, **coords: int) -> int:
         """Rank at the given coordinates (missing axes count as 0).
@@ -137,6 +139,7 @@ class ParallelPlan:
             raise ValueError(
                 f"axis must be one of {', '.join(AXES)}; got {describe(axis)}"
             )
+        # [start:group-by-other-axes]
         # one group per setting of the other axes' coordinates
         ranks_cap("world_size", self.world_size)  # every rank is listed
         found: dict[tuple[int, ...], list[int]] = {}
@@ -148,6 +151,7 @@ class ParallelPlan:
                 key = tuple(c[a] for a in AXES[:4] if a != axis)
             found.setdefault(key, []).append(r)
         return sorted(found.values())
+        # [end:group-by-other-axes]
 
     def check_world_size(self, world_size: int) -> None:
         """Raise ``ValueError`` unless the degrees multiply to *world_size*.
@@ -157,12 +161,14 @@ class ParallelPlan:
         ...
         ValueError: tp * cp * pp * dp must equal world_size: 8 * 1 * 4 * 3 = 96 != 64
         """
+        # [start:world-size-contract]
         w = positive_int("world_size", world_size)
         if self.world_size != w:
             raise ValueError(
                 "tp * cp * pp * dp must equal world_size: "
                 f"{self.tp} * {self.cp} * {self.pp} * {self.dp} = {self.world_size} != {w}"
             )
+        # [end:world-size-contract]
 
 
 def _divisors(n: int) -> list[int]:

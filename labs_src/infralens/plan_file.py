@@ -125,6 +125,7 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
         top["node_shape"], top.get("cluster", "dgx-h100")
     )
     _plan_size("node_shape", cluster.world_size)
+    # [start:degrees-to-plan]
     par = _mapping(top["parallelism"], "parallelism")
     unknown = sorted(str(k)[:40] for k in set(par) - set(DEGREE_KEYS) - {"order"})
     if unknown:
@@ -134,6 +135,7 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
     degrees = {DEGREE_KEYS[k]: v for k, v in par.items() if k in DEGREE_KEYS}
     plan = ParallelPlan(**degrees, order=par.get("order", "tp-cp-dp-pp"))
     plan.check_world_size(top["world_size"])
+    # [end:degrees-to-plan]
     if cluster.world_size != top["world_size"]:
         raise ValueError(
             f"node_shape gives {cluster.world_size} GPUs but world_size is {top['world_size']}"
@@ -282,6 +284,7 @@ def _report(
         ]
         for node in range(cluster.nodes)
     ]
+    # [start:axis-links]
     axes = {}
     for axis in AXES:
         groups = plan.groups(axis)
@@ -292,6 +295,7 @@ def _report(
             "frequency": FREQUENCY[axis],
             "groups": groups,
         }
+    # [end:axis-links]
     report: dict[str, Any] = {
         "world_size": plan.world_size,
         "order": plan.order,

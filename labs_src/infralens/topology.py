@@ -127,6 +127,7 @@ class Cluster:
     @property
     def domain_size(self) -> int:
         """GPUs per NVLink domain: the node, or the design's larger fabric (GB200 NVL72)."""
+        # [start:nvlink-domain]
         # a DGX: the node; an NVL72: 18 trays, scaled if a tray is partly used
         if self.system.nvlink_domain > self.system.gpus_per_node:
             return (
@@ -135,7 +136,9 @@ class Cluster:
                 * self.gpus_per_node
             )
         return self.gpus_per_node
+        # [end:nvlink-domain]
 
+    # [start:link-tiers]
     @property
     def intra(self) -> LinkTier:
         """The NVLink tier: one GPU's NVLink bandwidth per direction."""
@@ -149,6 +152,7 @@ class Cluster:
         return LinkTier(
             "network", s.nics_per_node * s.nic_bytes_per_s // s.gpus_per_node
         )
+        # [end:link-tiers]
 
     def node_of(self, rank: int) -> int:
         """Node index of *rank*: ``rank // gpus_per_node``.
@@ -190,6 +194,7 @@ class Cluster:
 
         Raises ``ValueError`` for an empty group or a rank outside the cluster.
         """
+        # [start:domains-of-group]
         domains = set()
         for r in ranks:
             if nonnegative_int("ranks", r) >= self.world_size:
@@ -200,3 +205,4 @@ class Cluster:
         if not domains:
             raise ValueError("ranks must hold at least one rank")
         return self.intra if len(domains) == 1 else self.inter
+        # [end:domains-of-group]
