@@ -154,7 +154,8 @@ def _objects(path: Path) -> tuple[tuple[int, int, str], ...]:
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
                 name = prefix + node.name
-                spans.append((node.lineno, node.end_lineno or node.lineno, name))
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                spans.append((first, node.end_lineno or node.lineno, name))
                 if isinstance(node, ast.ClassDef):
                     walk(node.body, name + ".")
 
@@ -167,12 +168,14 @@ def _anchor(path: Path, shown: str) -> str:
     lines = path.read_text(encoding="utf-8").splitlines()
     first = next((s for s in shown.splitlines() if s.strip()), "").strip()
     where = next((i + 1 for i, line in enumerate(lines) if line.strip() == first), 0)
-    inside = [(lo, hi, name) for lo, hi, name in _objects(path) if lo <= where <= hi]
-    if not inside:
-        return ""
-    name = max(inside)[2]
-    # viewcode anchors only the objects autodoc documents: public names.
-    return "" if any(part.startswith("_") for part in name.split(".")) else name
+    # viewcode anchors only the objects autodoc documents: public names. The
+    # innermost public object around the piece (a class, for a private method).
+    inside = [
+        (lo, hi, name)
+        for lo, hi, name in _objects(path)
+        if lo <= where <= hi and not any(part.startswith("_") for part in name.split("."))
+    ]
+    return max(inside)[2] if inside else ""
 
 
 def _link_captions(app: Any, doctree: Any, docname: str) -> None:
@@ -210,7 +213,8 @@ def _is_answer(node: Any) -> bool:
 
     return bool(
         isinstance(node, nodes.Element)
-        and node.get("design_component") == "dropdown" and "answer" in node.get("container_classes", [])
+        and node.get("design_component") == "dropdown"
+        and "answer" in node.get("container_classes", [])
     )
 
 
