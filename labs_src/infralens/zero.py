@@ -147,6 +147,7 @@ def step_collectives(stage: int) -> tuple[tuple[str, str], ...]:
     ``ValueError`` if *stage* is not 0-3.
     """
     # [start:stage-passes]
+    # one ring pass per entry, each over Ψ elements of the data-parallel group
     s = _stage(stage)
     if s == 0:
         return (("reduce_scatter", "gradients"), ("all_gather", "summed gradients"))
