@@ -64,22 +64,25 @@ def _walk(
         raise ValueError(
             f"dtypes must hold one label per tensor: {len(kinds)} labels for {len(sizes)} sizes"
         )
+    # [start:walk-state]
     closed: list[list[int]] = []
     open_: dict[Hashable, list[int]] = {}
     filled: dict[Hashable, int] = {}
     step: dict[Hashable, int] = {}
+    # [end:walk-state]
+    # [start:walk-close]
     for label, size, kind in zip(labels, sizes, kinds, strict=True):
         bucket = open_.setdefault(kind, [])
         bucket.append(label)
         filled[kind] = filled.get(kind, 0) + size
         limit = limits[step.setdefault(kind, 0)]
-        if (
-            filled[kind] >= limit
-        ):  # close once it reaches its limit: it may exceed it
+        # close once it reaches its limit: it may exceed it
+        if filled[kind] >= limit:
             closed.append(bucket)
             open_[kind], filled[kind] = [], 0
             step[kind] = min(step[kind] + 1, len(limits) - 1)
     return closed, [b for b in open_.values() if b]
+    # [end:walk-close]
 
 
 @typed
@@ -274,12 +277,14 @@ def overlap(
     n = positive_int("world_size", world_size)
     bandwidth = positive_int("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     alpha = Fraction(nonnegative_number("latency_s", latency_s))
-    # [start:overlap]
+    # [start:ready-times]
     ready: list[Fraction] = []
     clock = Fraction(0)
     for i, t in enumerate(backward_seconds):
         clock += Fraction(nonnegative_number(f"backward_seconds[{i}]", t))
         ready.append(clock)
+    # [end:ready-times]
+    # [start:bucket-spans]
     spans: list[tuple[Fraction, Fraction]] = []
     free_at = Fraction(0)
     for bucket in assign_buckets(grad_bytes, bucket_limits):
@@ -291,4 +296,4 @@ def overlap(
         )
         spans.append((start, free_at))
     return Overlap(backward_end=clock, allreduce_spans=tuple(spans))
-    # [end:overlap]
+    # [end:bucket-spans]

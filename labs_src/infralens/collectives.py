@@ -210,6 +210,7 @@ def bus_bandwidth_factor(op: str, world_size: int) -> Fraction:
 
     Raises ``ValueError`` for an unknown *op* or *world_size* < 1.
     """
+    # [start:bus-factor-by-op]
     check_choice("op", op, OPS)
     n = positive_int("world_size", world_size)
     if op in ("broadcast", "reduce"):
@@ -217,6 +218,7 @@ def bus_bandwidth_factor(op: str, world_size: int) -> Fraction:
     # a ring pass sends n - 1 chunks of S/n; all-reduce = RS pass + AG pass
     per_pass = Fraction(n - 1, n)
     return 2 * per_pass if op == "all_reduce" else per_pass
+    # [end:bus-factor-by-op]
 
 
 def ring_bytes_sent(op: str, nbytes: int, world_size: int) -> Fraction:

@@ -108,6 +108,7 @@ def ddp_gradients(
 
     Raises ``ValueError`` if there are no ranks or a rank has no samples.
     """
+    # [start:local-backward]
     if len(per_rank_samples) == 0:
         raise ValueError("per_rank_samples must hold at least one rank, got 0")
     if any(len(s) == 0 for s in per_rank_samples):
@@ -115,9 +116,12 @@ def ddp_gradients(
             "per_rank_samples must hold at least one (x, y) pair on every rank"
         )
     local = [[mean_squared_error_grad(weight, s)] for s in per_rank_samples]
+    # [end:local-backward]
+    # [start:allreduce-then-average]
     # g = (g_0 + ... + g_{n-1}) / n: the only exchange between ranks
     summed = all_reduce(local)
     return [Fraction(row[0]) / len(per_rank_samples) for row in summed]
+    # [end:allreduce-then-average]
 
 
 @dataclass(frozen=True)
@@ -162,10 +166,10 @@ class DataParallelStep:
         positive_int("bytes_per_grad", self.bytes_per_grad)
         check_fields(self)
 
-    # [start:step-cost]
+    # [start:batch-and-buffer]
     @property
     def global_batch_size(self) -> int:
-        """Samples per optimizer step (see :func:`infralens.batch.global_batch_size`)."""
+        """Samples per optimizer step (:func:`infralens.batch.global_batch_size`)."""
         return global_batch_size(
             micro_batch_size=self.micro_batch_size,
             grad_accum_steps=self.grad_accum_steps,
@@ -176,7 +180,9 @@ class DataParallelStep:
     def gradient_bytes(self) -> int:
         """Bytes of one full gradient: ``num_params * bytes_per_grad``."""
         return self.num_params * self.bytes_per_grad
+        # [end:batch-and-buffer]
 
+    # [start:bytes-per-step]
     def allreduce_bytes_per_rank(self, *, no_sync: bool = True) -> Fraction:
         """Bytes each rank sends per optimizer step in a ring all-reduce.
 
@@ -186,4 +192,4 @@ class DataParallelStep:
         """
         once = ring_bytes_sent("all_reduce", self.gradient_bytes, self.dp_size)
         return once if no_sync else once * self.grad_accum_steps
-        # [end:step-cost]
+        # [end:bytes-per-step]

@@ -91,16 +91,20 @@ def model_states(
     Raises ``ValueError`` if *stage* is not 0-3, *dp_size* or
     *optimizer_multiplier* is below 1, or *num_params* is negative.
     """
+    # [start:shard-size]
     psi = nonnegative_int("num_params", num_params)
     shard = padded_shard_size(psi, positive_int("dp_size", dp_size))
     k = positive_int("optimizer_multiplier", optimizer_multiplier)
     s = _stage(stage)
+    # [end:shard-size]
+    # [start:stage-terms]
     # sharded from stage 1: optimizer; from 2: gradients; from 3: parameters
     return ModelStates(
         parameters=PARAM_BYTES * (shard if s >= 3 else psi),
         gradients=GRAD_BYTES * (shard if s >= 2 else psi),
         optimizer=k * (shard if s >= 1 else psi),
     )
+    # [end:stage-terms]
 
 
 def model_state_bytes(
@@ -142,6 +146,8 @@ def step_collectives(stage: int) -> tuple[tuple[str, str], ...]:
     Stage 0's all-reduce is written as its two ring passes. Raises
     ``ValueError`` if *stage* is not 0-3.
     """
+    # [start:stage-passes]
+    # one ring pass per entry, each over Ψ elements of the data-parallel group
     s = _stage(stage)
     if s == 0:
         return (("reduce_scatter", "gradients"), ("all_gather", "summed gradients"))
@@ -155,6 +161,7 @@ def step_collectives(stage: int) -> tuple[tuple[str, str], ...]:
         ("all_gather", "parameters for backward"),
         ("reduce_scatter", "gradients"),
     )
+    # [end:stage-passes]
 
 
 def communication_elements(num_params: int, *, stage: int) -> int:
@@ -190,6 +197,7 @@ def communication_bytes_per_rank(
 
     Raises ``ValueError`` for a bad stage, size or degree.
     """
+    # [start:price-passes]
     nbytes = nonnegative_int("num_params", num_params) * positive_int(
         "bytes_per_element", bytes_per_element
     )
@@ -198,3 +206,4 @@ def communication_bytes_per_rank(
         (ring_bytes_sent(op, nbytes, dp) for op, _ in step_collectives(stage)),
         start=Fraction(0),
     )
+    # [end:price-passes]
