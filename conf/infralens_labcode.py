@@ -165,9 +165,10 @@ def _objects(path: Path) -> tuple[tuple[int, int, str], ...]:
 
 def _anchor(path: Path, shown: str) -> str:
     """The innermost documented object around the first shown line ('' for module level)."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    first = next((s for s in shown.splitlines() if s.strip()), "").strip()
-    where = next((i + 1 for i, line in enumerate(lines) if line.strip() == first), 0)
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    piece = [line.strip() for line in shown.splitlines()]
+    # Where the whole piece sits (its first line alone may recur elsewhere).
+    where = next((i + 1 for i in range(len(lines)) if lines[i : i + len(piece)] == piece), 0)
     # viewcode anchors only the objects autodoc documents: public names. The
     # innermost public object around the piece (a class, for a private method).
     inside = [
