@@ -2,7 +2,7 @@
 
 Run with torchrun (gloo on CPU, NCCL on GPUs)::
 
-    export PYTHONPATH=labs_src    # from the repository root
+    python -m pip install -e ".[plan,demos]"    # once, from the repository root
     torchrun --nproc-per-node 4 labs_src/demos/lab01_ddp.py --backend gloo
 
 Each rank prints one line: its local gradient, the gradient DDP left on it,

@@ -2,7 +2,7 @@
 
 Run with torchrun (gloo on CPU, NCCL on GPUs)::
 
-    export PYTHONPATH=labs_src    # from the repository root
+    python -m pip install -e ".[plan,demos]"    # once, from the repository root
     torchrun --nproc-per-node 4 labs_src/demos/lab06_pipeline.py --backend gloo
 
 Every rank holds two chunks (v = 2) of a small stack of ``Linear`` layers and

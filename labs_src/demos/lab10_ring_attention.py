@@ -2,7 +2,7 @@
 
 Run with torchrun (gloo on CPU, NCCL on GPUs)::
 
-    export PYTHONPATH=labs_src    # from the repository root
+    python -m pip install -e ".[plan,demos]"    # once, from the repository root
     torchrun --nproc-per-node 4 labs_src/demos/lab10_ring_attention.py --backend gloo
 
 Each rank owns chunks r and 2*cp - 1 - r of a 16-token sequence, passes its
