@@ -165,8 +165,8 @@ def schedule_order(
         for k in range(total - warmup):
             row += [fwd[warmup + k], bwd[k]]
         out.append(tuple(row + bwd[total - warmup :]))
+        # [end:one-forward-one-backward]
     return tuple(out)
-    # [end:one-forward-one-backward]
 
 
 def _zb_h1_row(p: int, m: int, s: int) -> tuple[Op, ...]:
