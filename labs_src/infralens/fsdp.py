@@ -89,9 +89,11 @@ def unit_shard_numel(unit: Unit, world_size: int) -> int:
 
     Raises ``ValueError`` if *world_size* < 1.
     """
+    # [start:shard-per-parameter]
     w = positive_int("world_size", world_size)
     # shard = Σ over parameters of ceil(dim0 / w) · prod(other dims)
     return sum(padded_shard_size(s[0], w) * _prod(s[1:]) for s in unit.param_shapes)
+    # [end:shard-per-parameter]
 
 
 @typed
@@ -153,6 +155,7 @@ def step_events(
     >>> step_events([])
     []
     """
+    # [start:live-flags]
     n = len(units)
     live = [False] * n
     events: list[Event] = []
@@ -166,11 +169,16 @@ def step_events(
         events.append(Event("free", i))
         live[i] = False
 
+    # [end:live-flags]
+
+    # [start:forward-pass]
     for i in range(n):  # forward, first unit first
         gather(i)
         events.append(Event("forward", i))
         if reshard_after_forward:
             free(i)
+    # [end:forward-pass]
+    # [start:backward-pass]
     for i in reversed(range(n)):  # backward, last unit first
         gather(i)  # a no-op if the unit stayed gathered
         if backward_prefetch and i > 0:
@@ -179,6 +187,7 @@ def step_events(
         free(i)
         events.append(Event("reduce_scatter", i))
     return events
+    # [end:backward-pass]
 
 
 def _live_sizes(

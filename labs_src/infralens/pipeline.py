@@ -117,12 +117,14 @@ def bubble_fraction(*, stages: int, microbatches: int, chunks: int = 1) -> Fract
 
     Raises ``ValueError`` for a size below 1.
     """
+    # [start:bubble-formula]
     p = positive_int("stages", stages)
     # bubble = (p - 1) / (v · m)
     return Fraction(
         p - 1,
         positive_int("chunks", chunks) * positive_int("microbatches", microbatches),
     )
+    # [end:bubble-formula]
 
 
 def idle_fraction(*, stages: int, microbatches: int, chunks: int = 1) -> Fraction:

@@ -102,6 +102,7 @@ def schedule_order(
     chunks > 1 outside interleaved, a microbatch count the rules refuse, or more
     than :data:`MAX_SLOTS` stage × microbatch × chunk actions.
     """
+    # [start:order-contract]
     name = check_choice("schedule", schedule, SCHEDULES)
     p = positive_int("stages", stages)
     m = positive_int("microbatches", microbatches)
@@ -109,6 +110,7 @@ def schedule_order(
     mode = check_choice("rules", rules, RULES)
     if name != "interleaved" and v != 1:
         raise ValueError(f"chunks must be 1 for the {name} schedule, got {v}")
+    # [end:order-contract]
     if p > MAX_SLOTS // 16:  # the simulator's passes grow with stages squared
         raise ValueError(
             f"stages must be <= {MAX_SLOTS // 16} to simulate, got {describe(p)}"
@@ -118,6 +120,7 @@ def schedule_order(
             f"stages * microbatches * chunks must be <= {MAX_SLOTS} to list every action, "
             f"got {p} * {m} * {v}"
         )
+    # [start:early-orders]
     if name == "1f1b" and mode == "torch" and m < p:
         raise ValueError(
             f"microbatches must be >= stages for PyTorch's 1F1B: {m} < {p}"
@@ -133,6 +136,8 @@ def schedule_order(
             ("B", i, 0) for i in range(m)
         )
         return (flush,) * p
+    # [end:early-orders]
+    # [start:round-size]
     if name == "interleaved" and mode == "megatron":
         g = p
         divisible("microbatches", m, "stages", p)
@@ -142,6 +147,7 @@ def schedule_order(
             if name == "interleaved"
             else m
         )
+    # [end:round-size]
     # [start:warmup]
     total, out = m * v, []
     for s in range(p):
@@ -151,14 +157,16 @@ def schedule_order(
         )
         if name == "interleaved" and mode == "megatron" and m == p:
             warmup = total  # Megatron runs all forwards first when m = p
+        # [end:warmup]
+        # [start:one-forward-one-backward]
         fwd = _chunk_ops("F", range(total), g, v)
         bwd = _chunk_ops("B", range(total), g, v)
         row = fwd[:warmup]
         for k in range(total - warmup):
             row += [fwd[warmup + k], bwd[k]]
         out.append(tuple(row + bwd[total - warmup :]))
+        # [end:one-forward-one-backward]
     return tuple(out)
-    # [end:warmup]
 
 
 def _zb_h1_row(p: int, m: int, s: int) -> tuple[Op, ...]:

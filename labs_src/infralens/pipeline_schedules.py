@@ -138,16 +138,18 @@ def simulate(
             f"weight applies only to the zb-h1 schedule, not {schedule!r}"
         )
     f, b, w = _times(forward, backward, weight)
-    # [start:clock]
+    # [start:chunk-durations]
     split = w if schedule == "zb-h1" else Fraction(0)
     times = {"F": f / chunks, "B": (b - split) / chunks, "W": split / chunks}
     p, last = stages, stages * chunks - 1
+    # [end:chunk-durations]
     done: dict[
         tuple[str, int, int], Fraction
     ] = {}  # (kind, microbatch, virtual stage) -> end
     rows: list[list[Slot]] = [[] for _ in range(p)]
     clock = [Fraction(0)] * p
     pending = sum(map(len, order))
+    # [start:find-the-input]
     while pending:
         progressed = False
         for s in range(p):
@@ -162,6 +164,8 @@ def simulate(
                     dep = ("B", mb, k + 1) if k < last else ("F", mb, k)
                 if dep is not None and dep not in done:
                     break
+                # [end:find-the-input]
+                # [start:clock]
                 # start = max(stage free, input ready)
                 start = max(clock[s], done[dep]) if dep is not None else clock[s]
                 clock[s] = start + times[kind]
@@ -169,12 +173,12 @@ def simulate(
                 rows[s].append(Slot(start, clock[s], kind, mb, c))
                 pending -= 1
                 progressed = True
+                # [end:clock]
         if not progressed:  # pragma: no cover - every order above is deadlock-free
             raise RuntimeError(
                 f"{schedule} order deadlocks: stages wait on each other"
             )
     return Timeline(schedule, tuple(tuple(r) for r in rows))
-    # [end:clock]
 
 
 def _total(per_stage: Callable[[int], Fraction], p: int) -> Fraction:

@@ -81,6 +81,7 @@ def linear_shard(
     flag("bias", bias)
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
+    # [start:colwise-or-rowwise]
     i = positive_int("in_features", in_features)
     o = positive_int("out_features", out_features)
     t = positive_int("tp", tp)
@@ -91,6 +92,7 @@ def linear_shard(
     return LocalLinear(
         name, style, (o, chunk_size(i, t, r)), (o,) if bias else None
     )
+    # [end:colwise-or-rowwise]
 
 
 def mlp_shards(

@@ -67,7 +67,8 @@ OPERATORS: dict[bool, tuple[Operator, Operator]] = {
         Operator("g", "reduce_scatter", "all_gather"),
     ),
 }
-"""``(f, g)`` without and with sequence parallelism; f enters a block, g leaves it."""
+"""``(f, g)`` without and with sequence parallelism; f enters a block, g leaves
+it."""
 # [end:operators]
 
 
@@ -126,6 +127,7 @@ def layer_collectives(*, sequence_parallel: bool) -> tuple[Collective, ...]:
 
     Raises ``TypeError`` if *sequence_parallel* is not a bool.
     """
+    # [start:walk-one-layer]
     f, g = operators(sequence_parallel=sequence_parallel)
     out: list[Collective] = []
     for block in ("attention", "mlp"):
@@ -133,6 +135,7 @@ def layer_collectives(*, sequence_parallel: bool) -> tuple[Collective, ...]:
     for block in ("mlp", "attention"):
         out += [Collective(p.backward, p.name, block, "backward") for p in (g, f)]
     return tuple(c for c in out if c.op != "identity")
+    # [end:walk-one-layer]
 
 
 def layer_bytes_sent(
@@ -168,7 +171,8 @@ def layer_bytes_sent(
     )  # b·s·h·bytes
     t = positive_int("tp", tp)
     collectives = layer_collectives(sequence_parallel=sequence_parallel)
-    # Σ ring_bytes_sent = 4 all-reduces · 2(t-1)/t · b·s·h  (or 8 halves: the same sum)
+    # Σ ring_bytes_sent = 4 all-reduces · 2(t-1)/t · b·s·h
+    # (or 8 halves, (t-1)/t each: the same sum)
     return sum(
         (ring_bytes_sent(c.op, nbytes, t) for c in collectives), start=Fraction(0)
     )
@@ -242,6 +246,7 @@ def layer_seconds(
     if len(set(ranks)) != len(ranks):
         raise ValueError(f"tp_group must not repeat a rank, got {ranks}")
     cluster.tier_of(ranks)  # rejects an empty group (t = 0 below) and unknown ranks
+    # [start:layer-flops]
     t = len(ranks)
     nbytes = _activation_bytes(seq_len, micro_batch_size, hidden, bytes_per_element)
     flops = (
@@ -253,6 +258,8 @@ def layer_seconds(
     compute = Fraction(
         flops, t * positive_int("matmul_flops_per_s", matmul_flops_per_s)
     )
+    # [end:layer-flops]
+    # [start:layer-comm]
     comm = sum(
         (
             Fraction(predict(c.op, nbytes, cluster, ranks).seconds)
@@ -260,4 +267,5 @@ def layer_seconds(
         ),
         start=Fraction(0),
     )
+    # [end:layer-comm]
     return LayerSeconds(compute, comm)
