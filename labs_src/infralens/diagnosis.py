@@ -216,31 +216,39 @@ def classify(
     ...  for n in ("compute_bound", "communication_bound", "input_stall")]
     ['compute-bound', 'communication-bound', 'input-pipeline stall']
     """
+    # [start:classify-medians]
     if not isinstance(trace, Trace):
         raise TypeError(f"trace must be a Trace, got {type(trace).__name__}")
     positive_number("straggler_ratio", straggler_ratio)
     nonnegative_number("stall_fraction", stall_fraction)
     compute, comm = trace.per_rank("compute_s"), trace.per_rank("comm_s")
     wait, step = trace.per_rank("data_wait_s"), trace.per_rank("step_s")
+    # [end:classify-medians]
+    # [start:straggler-test]
     if trace.world_size > 1:
         slowest = max(range(trace.world_size), key=lambda r: compute[r])
         others = [compute[r] for r in range(trace.world_size) if r != slowest]
         typical = median(others)
         waiting = median(comm[r] for r in range(trace.world_size) if r != slowest)
-        # straggler: c_slowest > ratio · median(c_others), and the others wait longer than it
+        # straggler: c_slowest > ratio · median(c_others),
+        # and the others wait longer than it
         if compute[slowest] > straggler_ratio * typical and waiting > comm[slowest]:
             return Diagnosis(
                 "straggler",
                 slowest,
-                f"rank {slowest} computes {round(compute[slowest], 3)} s against a median of "
-                f"{round(typical, 3)} s; the others wait {round(waiting, 3)} s in collectives",
+                f"rank {slowest} computes {round(compute[slowest], 3)} s "
+                f"against a median of {round(typical, 3)} s; "
+                f"the others wait {round(waiting, 3)} s in collectives",
             )
+    # [end:straggler-test]
+    # [start:input-stall]
     if not any(step):
         raise ValueError("trace records all take 0 s: nothing to classify")
     step = [
         s or 1.0 for s in step
     ]  # an idle rank (0 s) contributes share 0, not 0/0
-    # share = seconds / step on each rank, median over ranks: data wait first, then collectives
+    # share = seconds / step on each rank, median over ranks:
+    # data wait first, then collectives
     share_wait = median(w / s for w, s in zip(wait, step, strict=True))
     if share_wait > stall_fraction:
         return Diagnosis(
@@ -248,6 +256,8 @@ def classify(
             None,
             f"data wait is {share_wait:.0%} of the step",
         )
+    # [end:input-stall]
+    # [start:bound-by]
     share_comm = median(c / s for c, s in zip(comm, step, strict=True))
     share_compute = median(c / s for c, s in zip(compute, step, strict=True))
     shares = (
@@ -257,6 +267,7 @@ def classify(
     if share_comm > share_compute:
         return Diagnosis("communication-bound", None, shares)
     return Diagnosis("compute-bound", None, shares)
+    # [end:bound-by]
 
 
 def scaling_efficiency(

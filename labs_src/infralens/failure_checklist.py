@@ -50,23 +50,29 @@ COLLECT_FIRST: Sequence[tuple[str, str]] = (
 """(what to collect, what it shows): gather these before restarting, from all ranks."""
 
 # [start:checklist]
+# [start:checklist-silent-rank]
 FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
     (
         "hang or NCCL timeout",
-        "every rank's flight-recorder dump: the first collective sequence number not started "
-        "everywhere, and the ranks missing from it",
-        "the ranks that report the timeout are waiting; the culprit may report nothing",
+        "every rank's flight-recorder dump: the first collective sequence number "
+        "not started everywhere, and the ranks missing from it",
+        "the ranks that report the timeout are waiting; the culprit may report "
+        "nothing",
     ),
     (
         "GPU fault",
-        "the kernel log's Xid lines and the ECC and row-remapping counters on every node",
-        "the faulty GPU's rank may die silently; the others only time out in a collective",
+        "the kernel log's Xid lines and the ECC and row-remapping counters on "
+        "every node",
+        "the faulty GPU's rank may die silently; the others only time out in a "
+        "collective",
     ),
     (
         "launch mismatch",
         "every rank's launch line: world size, rank, master address and port",
         "rank 0 only shows it is waiting for peers that never joined",
     ),
+    # [end:checklist-silent-rank]
+    # [start:checklist-other-rank]
     (
         "one rank out of memory",
         "per-rank logs for the OOM message and that rank's batch and stage",
@@ -75,7 +81,8 @@ FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
     (
         "slow step or straggler",
         "per-rank step times split into compute, collective wait and data wait",
-        "every rank's step is equally long; only the split shows which rank or link is slow",
+        "every rank's step is equally long; only the split shows which rank or "
+        "link is slow",
     ),
     (
         "checkpoint corruption",
@@ -84,4 +91,5 @@ FAILURE_CHECKLIST: Sequence[tuple[str, str, str]] = (
     ),
 )
 """(failure, what to read first, why rank 0's log is not enough)."""
+# [end:checklist-other-rank]
 # [end:checklist]

@@ -129,6 +129,7 @@ def daly_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
 
     Raises ``ValueError`` if either argument is <= 0.
     """
+    # [start:daly-correction]
     delta, m = (
         _pos("checkpoint_seconds", checkpoint_seconds),
         _pos("mtbf_seconds", mtbf_seconds),
@@ -136,8 +137,10 @@ def daly_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
     if delta >= 2 * m:
         return m
     x = delta / (2 * m)
-    # Young's sqrt(2 delta M), corrected by (1 + sqrt(x)/3 + x/9), minus the checkpoint itself
+    # Young's sqrt(2 delta M), corrected by (1 + sqrt(x)/3 + x/9),
+    # minus the checkpoint itself
     return math.sqrt(2 * delta * m) * (1 + math.sqrt(x) / 3 + x / 9) - delta
+    # [end:daly-correction]
 
 
 def optimal_checkpoint_interval(

@@ -186,6 +186,7 @@ def predict(
             )
         allowed = [algorithm]
     # [start:selection]
+    # [start:cheapest-pair]
     if g.n == 1 or n == 0:
         return Prediction(op, n, g.n, allowed[0], "Simple", 0.0, 0.0, 0.0)
     arch = cluster.system.gpu.arch
@@ -198,11 +199,14 @@ def predict(
             us = latency + n / (1e3 * _algbw(op, algo, proto, g, arch))
             if best is None or us < best[0]:
                 best = (us, algo, PROTOCOLS[proto])
+    # [end:cheapest-pair]
+    # [start:printed-bandwidth]
     assert best is not None
     seconds = best[0] * 1e-6
     algbw = n / seconds / 1e9
     factor = 1 if op == "send_recv" else float(bus_bandwidth_factor(op, g.n))
     return Prediction(op, n, g.n, best[1], best[2], seconds, algbw, algbw * factor)
+    # [end:printed-bandwidth]
     # [end:selection]
 
 

@@ -163,6 +163,7 @@ def _latency_us(op: str, algorithm: str, proto: int, g: _Shape) -> float:
 
 def _algbw(op: str, algorithm: str, proto: int, g: _Shape, arch: str) -> float:
     """Algorithm bandwidth in GB/s, from bus bandwidth as tuning.cc converts it."""
+    # [start:algbw-p2p]
     if algorithm == "p2p":
         if op == "send_recv":  # each rank sends its buffer to the next rank
             return g.net_gpu if g.domains > 1 else g.nvlink
@@ -171,6 +172,8 @@ def _algbw(op: str, algorithm: str, proto: int, g: _Shape, arch: str) -> float:
         inter = (g.n - g.per_domain) / g.n / g.net_gpu
         intra = (g.per_domain - 1) / g.n / g.nvlink
         return 1 / max(inter, intra)
+    # [end:algbw-p2p]
+    # [start:algbw-nvls]
     # Between two domains a tree sends each byte over the network once each
     # way where a ring sends it twice: NCCL prices trees on two nodes with the
     # intra-node bandwidth and doubles NVLSTree's network bandwidth (tuning.cc).
@@ -185,12 +188,16 @@ def _algbw(op: str, algorithm: str, proto: int, g: _Shape, arch: str) -> float:
         if algorithm == "nvls_tree":
             return min(nvls, net_tree * g.n / (2 * (g.n - 1)))
         return nvls
+    # [end:algbw-nvls]
+    # [start:algbw-tree]
     ll_max = _LL_MAX_GBPS[arch if g.domains == 1 else min(g.domains, 3)]
     if algorithm == "tree":
         bus = min(g.nvlink, net_tree) * 0.92
         # LL: tuner's 1/3.8; LL128: 120 data bytes per 128-byte line; Simple: all
         bus = (min(bus / 3.8, ll_max), bus * 120 / 128, bus)[proto]
         return bus * 0.5
+    # [end:algbw-tree]
+    # [start:algbw-ring]
     bus = _ring_bus(g)
     # LL: 4 flag bytes in 8; LL128: the tuner's 0.92 (the line keeps 120/128)
     bus = (min(bus * 0.5, ll_max), bus * 0.92, bus)[proto]
@@ -201,3 +208,4 @@ def _algbw(op: str, algorithm: str, proto: int, g: _Shape, arch: str) -> float:
     }
     # algbw = busbw · n / steps: n / (2(n - 1)) for an all-reduce
     return bus * g.n / nsteps.get(op, g.n)
+    # [end:algbw-ring]

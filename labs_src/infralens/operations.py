@@ -146,13 +146,18 @@ def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
             seen[e.seq] = e
         by_rank[rank] = seen
     # [start:walk]
-    # PyTorch numbers a group's collectives from 1: a rank with no record started none
+    # [start:walk-range]
+    # PyTorch numbers a group's collectives from 1:
+    # a rank with no record started none
     last = {r: max(s, default=0) for r, s in by_rank.items()}
     firsts = [min(s) for s in by_rank.values() if s]
-    # Between recorded numbers nothing changes except where the shortest rank stops:
-    # walk the recorded ones and the first after it, never every number in between.
+    # Between recorded numbers nothing changes except where the shortest
+    # rank stops: walk the recorded ones and the first after it, never
+    # every number in between.
     lo, hi = min(firsts, default=1), max(last.values())
     steps = {q for s in by_rank.values() for q in s} | {min(last.values()) + 1, lo}
+    # [end:walk-range]
+    # [start:walk-first-gap]
     for seq in sorted(q for q in steps if lo <= q <= hi):
         present = {r: s[seq] for r, s in by_rank.items() if seq in s}
         missing = tuple(sorted(r for r in by_rank if seq > last[r]))
@@ -162,6 +167,7 @@ def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
             ref = present[min(present)] if present else CollectiveRecord(seq, "", 0)
             return Hang(seq, ref.op, ref.nbytes, missing, waiting, len(kinds) > 1)
     return None
+    # [end:walk-first-gap]
     # [end:walk]
 
 
@@ -232,7 +238,9 @@ def find_straggler(
             f"{ranks}, {sorted(comm)}, {flat}"
         )
     # [start:verdict]
-    # 1. slow rank: compute > ratio × the others' median, and its peers wait longer than it
+    # [start:slow-rank]
+    # 1. slow rank: compute > ratio × the others' median,
+    #    and its peers wait longer than it
     if len(ranks) > 1:
         slow = max(ranks, key=lambda r: compute[r])
         typical = median(compute[r] for r in ranks if r != slow)
@@ -242,10 +250,14 @@ def find_straggler(
             return Straggler(
                 "slow rank",
                 (slow,),
-                f"rank {slow} computes {round(compute[slow], 3)} s against a median of "
-                f"{round(typical, 3)} s; its group waits {round(waiting, 3)} s in collectives",
+                f"rank {slow} computes {round(compute[slow], 3)} s "
+                f"against a median of {round(typical, 3)} s; "
+                f"its group waits {round(waiting, 3)} s in collectives",
             )
-    # 2. slow link: one group's collectives > ratio × the other groups', its compute normal
+    # [end:slow-rank]
+    # [start:slow-link]
+    # 2. slow link: one group's collectives > ratio × the other groups',
+    #    its compute normal
     if len(members) > 1:
         medians = [median(comm[r] for r in g) for g in members]
         worst = max(range(len(members)), key=lambda i: medians[i])
@@ -257,10 +269,12 @@ def find_straggler(
             return Straggler(
                 "slow link",
                 tuple(members[worst]),
-                f"group {members[worst]} spends {round(medians[worst], 3)} s in collectives "
-                f"against {round(others, 3)} s elsewhere; it computes {round(group_compute, 3)} s",
+                f"group {members[worst]} spends {round(medians[worst], 3)} s "
+                f"in collectives against {round(others, 3)} s elsewhere; "
+                f"it computes {round(group_compute, 3)} s",
             )
     return Straggler(
         "none", (), "no rank computes slowly and no group's collectives stand out"
     )
+    # [end:slow-link]
     # [end:verdict]
