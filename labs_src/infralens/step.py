@@ -261,9 +261,8 @@ def estimate(
     # [end:cp-ring]
 
     # [start:pipeline-pace]
-    # PP: the stage whose step is longest sets the pace: its work, the bubble
-    # (p - 1)/(v·m) of it, and the sends it waits for, over the slowest stage
-    # boundary.
+    # PP: the longest stage sets the pace: its work, the bubble (p - 1)/(v·m) of it,
+    # and the sends it waits for, over the slowest stage boundary.
     one = comm.pipeline_p2p(
         act, cluster, ring_hop(cluster, group_of(plan, "pp")), tp_group, sends=1,
         sequence_parallel=sp, scatter_gather=scatter,
