@@ -202,6 +202,7 @@ def tensor_parallel(
     quantises the norm output before gathering it: ``module/layernorm_linear.py:283-312``
     at d0067d0); the backward pass (the last of *passes* counted here) stays BF16.
     """
+    # [start:tp-collectives]
     if sequence_parallel:
         rs = seconds("reduce_scatter", act, cluster, group)
         ag = seconds("all_gather", act, cluster, group)
@@ -210,6 +211,7 @@ def tensor_parallel(
         )
         return 2 * ((passes - 1) * (forward_ag + rs) + ag + rs)
     return 2 * seconds("all_reduce", act, cluster, group) * passes
+    # [end:tp-collectives]
 
 
 def context_parallel(

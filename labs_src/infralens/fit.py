@@ -108,21 +108,21 @@ def _stage(
     act_layer: int,
     logits: int,
 ) -> Breakdown:
+    # [start:stage-model-states]
     t, p = plan.tp, plan.pp
     first, last = rank == 0, rank == p - 1
     params = layers * m.layer_params() // t
-    head = (
-        m.output_params() + m.norm_params()
-    )  # the output layer and the final norm
+    head = m.output_params() + m.norm_params()  # the output layer and final norm
     edge = (m.embedding_params() if first else 0) + (head if last else 0)
     params += edge // t
-    # model states = bytes per parameter (d = dp·cp) × parameters this GPU owns + fixed bytes
+    # model states = bytes per parameter (d = dp·cp) × parameters this GPU owns
+    # + fixed bytes
     states = recipe_bytes_of(r, plan.dp * plan.cp) * params
-    if (
-        r.precision == "fp8"
-    ):  # amax history, MXFP8 scales of the cached weight copies
-        states += state_bytes(m, scaling=r.scaling, amax_history=r.amax_history, tp=t,
-                              layers=layers)  # fmt: skip
+    if r.precision == "fp8":  # amax history, MXFP8 scales of cached weight copies
+        states += state_bytes(
+            m, scaling=r.scaling, amax_history=r.amax_history, tp=t, layers=layers
+        )
+    # [end:stage-model-states]
     fsdp = r.zero_stage == 3 and r.stack == "pytorch"
     gathered = (
         r.gather_bytes * (edge // t + 2 * m.layer_params() // t) if fsdp else 0
@@ -138,6 +138,7 @@ def _stage(
         buffers = gradient_buffer_peak(
             root, [unit] * layers, plan.dp * plan.cp, head_params=1
         )
+    # [start:stage-breakdown]
     name = "first" if first else "last" if last else f"stage {rank}"
     return Breakdown(
         stage=name,
@@ -148,6 +149,7 @@ def _stage(
         grad_buffers=buffers,
         recipe=r.name,
     )
+    # [end:stage-breakdown]
 
 
 def gpu_memory(

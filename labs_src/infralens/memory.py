@@ -241,10 +241,10 @@ def activation_bytes(
         ]  # mm outputs, in order
         return e * sb * (h + sum(widths[0::2]) + h) + 4 * a * sb
     # [start:saved-tensors]
-    seq_t = t if sequence_parallel else 1  # norms, dropout masks, residual
-    col_t = (
-        t if sequence_parallel and who == "megatron" else 1
-    )  # column-parallel inputs
+    # norms, dropout masks, residual: divided by t under sequence parallelism
+    seq_t = t if sequence_parallel else 1
+    # column-parallel inputs: divided by t only where Megatron re-gathers them
+    col_t = t if sequence_parallel and who == "megatron" else 1
     if mode == "full":
         return e * sb * h // seq_t
     stats = 8 if m.norm == "layernorm" else 4
@@ -252,9 +252,10 @@ def activation_bytes(
         2 * (e * sb * h + stats * sb) + (2 if dropout else 0) * sb * h, seq_t
     )
     total += Fraction(2 * e * sb * h, col_t)
-    if (
-        kind == "flash"
-    ):  # q and output e·sbh each, k and v e·sb·g·d each, LSE 4·a·s·b
+    # [end:saved-tensors]
+    # [start:attention-and-mlp]
+    # flash: q and output e·sbh each, k and v e·sb·g·d each, LSE 4·a·s·b
+    if kind == "flash":
         attn = e * sb * h * 2 + 2 * e * sb * m.kv_heads * m.head_dim
         attn += 4 * a * sb if mode == "none" else 0
     else:  # q, k, v at a heads and the projection input 4·e·sbh; softmax e·a·s²·b
@@ -263,7 +264,7 @@ def activation_bytes(
             attn += (e + (1 + e if dropout else 0)) * a * s * sb
     mlp = (3 if who == "megatron" else 4) if m.gated_mlp else 2
     return _ceil(total + Fraction(attn + mlp * e * sb * f, t))
-    # [end:saved-tensors]
+    # [end:attention-and-mlp]
 
 
 def _ceil(x: Fraction) -> int:

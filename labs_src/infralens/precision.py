@@ -58,7 +58,8 @@ NVIDIA_LLAMA = "examples/llama/train_llama3_8b_h100_fp8.sh"
 
 
 def _adam(sharded: bool, master: bool = True) -> tuple[Buffer, ...]:
-    """fp32 master weights (when the parameter itself is not fp32), Adam momentum and variance."""
+    """fp32 master weights (when the parameter itself is not fp32), Adam momentum
+    and variance."""
     out = (Buffer("fp32 master weights", 4, sharded),) if master else ()
     moments = (
         Buffer("fp32 Adam momentum", 4, sharded),
@@ -123,7 +124,6 @@ def _deepspeed(stage: int) -> Recipe:
 
 _RECIPE_LIST = (
     _zero_paper(0),
-    # [start:megatron-recipes]
     Recipe(
         "megatron-bf16",
         f"Megatron-Core bf16, {MEGATRON}",
@@ -135,6 +135,7 @@ _RECIPE_LIST = (
             *_adam(False),
         ),
     ),
+    # [start:megatron-distopt]
     Recipe(
         "megatron-bf16-distopt",
         f"Megatron-Core bf16 with --use-distributed-optimizer, {MEGATRON}",
@@ -146,11 +147,14 @@ _RECIPE_LIST = (
         ),
         zero_stage=1,
     ),
+    # [end:megatron-distopt]
     Recipe(
         "megatron-fp8-distopt",
-        f"Megatron-Core FP8 with --fp8-param-gather and the distributed optimizer, {MEGATRON}",
+        "Megatron-Core FP8 with --fp8-param-gather and the distributed optimizer, "
+        f"{MEGATRON}",
         "megatron/training/arguments.py:2016-2018 (compute parameter kept in fp8);"
-        " the fp32 main_grad and sharded fp32 master/Adam state as in megatron-bf16-distopt",
+        " the fp32 main_grad and sharded fp32 master/Adam state as in"
+        " megatron-bf16-distopt",
         (
             Buffer("fp8 parameters", 1, False),
             Buffer("fp32 main_grad", 4, False),
@@ -162,7 +166,6 @@ _RECIPE_LIST = (
         scaling="delayed",
         amax_history=1,
     ),
-    # [end:megatron-recipes]
     Recipe(
         "megatron-core-bf16",
         f"Megatron-Core bf16 as NVIDIA's Llama 3 recipe sets it, {MEGATRON}",

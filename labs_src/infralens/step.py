@@ -223,16 +223,17 @@ def estimate(
     # [start:compute]
     kernel = check_choice("attention", attention, ATTENTION_KERNELS)
     stack = "pytorch" if zero_stage == 3 else "megatron"
+    # Per stage, one micro-batch on one GPU: the GEMMs at the measured ceiling,
+    # attention at its kernel's rate, the element-wise kernels at HBM bandwidth.
     per_stage, attn = comm.stage_compute(
         m, split, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp,
         sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
         elementwise=kernels, scaling=r.scaling,
     )  # fmt: skip
-    # per stage: GEMMs at the ceiling + attention + element-wise kernels, one micro-batch
     layers = m.layers / plan.pp
     # [end:compute]
 
-    # [start:exposed]
+    # [start:tp-exposed]
     # TP: the collectives between GEMMs; act is the whole b·(s/cp)·h buffer.
     act = b * (s // plan.cp) * m.hidden * comm.BF16
     tp_group = group_of(plan, "tp")
@@ -240,53 +241,63 @@ def estimate(
     if plan.tp > 1:
         passes = 3 if mode == "full" else 2
         fp8 = r.precision == "fp8" and stack == "megatron"  # forward gathers in FP8
-        tp = comm.tensor_parallel(act, cluster, tp_group, sequence_parallel=sp, passes=passes,
-                                  fp8_gathers=fp8)  # fmt: skip
+        tp = comm.tensor_parallel(
+            act, cluster, tp_group, sequence_parallel=sp, passes=passes,
+            fp8_gathers=fp8,
+        )  # fmt: skip
+    # [end:tp-exposed]
 
+    # [start:cp-ring]
     # CP: ring exchange of K/V (kv heads split over tp), hidden behind attention.
     cp = 0.0  # per layer and micro-batch
     if plan.cp > 1:
         kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * comm.BF16
         kv //= min(plan.tp, m.kv_heads)
-        pair = ring_hop(
-            cluster, group_of(plan, "cp")
-        )  # the ring waits for its slowest hop
+        # the ring waits for its slowest hop
+        pair = ring_hop(cluster, group_of(plan, "cp"))
         cp = comm.context_parallel(
             kv, cluster, pair, cp=plan.cp, attention_per_layer=attn
         )
+    # [end:cp-ring]
 
-    # PP: the stage whose step is longest sets the pace: its work, the bubble
-    # (p - 1)/(v·m) of it, and the sends it waits for, over the slowest stage boundary.
-    one = comm.pipeline_p2p(act, cluster, ring_hop(cluster, group_of(plan, "pp")), tp_group,
-                            sends=1, sequence_parallel=sp, scatter_gather=scatter)  # fmt: skip
-    pace = comm.busiest_stage(per_stage, split, per_layer_comm=tp + cp, one_send=one,
-                              schedule=sched, chunks=v, microbatches=n_mb)  # fmt: skip
+    # [start:pipeline-pace]
+    # PP: the longest stage sets the pace: its work, the bubble (p - 1)/(v·m) of it,
+    # and the sends it waits for, over the slowest stage boundary.
+    one = comm.pipeline_p2p(
+        act, cluster, ring_hop(cluster, group_of(plan, "pp")), tp_group, sends=1,
+        sequence_parallel=sp, scatter_gather=scatter,
+    )  # fmt: skip
+    pace = comm.busiest_stage(
+        per_stage, split, per_layer_comm=tp + cp, one_send=one, schedule=sched,
+        chunks=v, microbatches=n_mb,
+    )  # fmt: skip
     t_mb, compute = pace.compute, n_mb * pace.compute
     tp, cp = tp * pace.layers * n_mb, cp * pace.layers * n_mb
     pp_bubble, pp_p2p = pace.bubble, pace.p2p
-    # [end:exposed]
+    # [end:pipeline-pace]
 
     # [start:dp]
-    # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16 (or fp8).
+    # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16
+    # (or fp8).
     local = m.num_params() / (plan.tp * plan.pp)
     dp = comm.data_parallel(
         local, cluster, group_of(plan, "dp"), zero_stage=zero_stage, layers=layers,
         t_microbatch=t_mb, microbatches=n_mb, overlap_grad_reduce=overlap,
         grad_bytes=4 if fp32_grads else comm.BF16, gather_bytes=r.gather_bytes,
     )  # fmt: skip
-    if (
-        r.scaling == "delayed"
-    ):  # Transformer Engine's amax all-reduce over TP x DP x CP
-        dp += comm.amax_reduction(cluster, amax_group(plan), chunks=n_mb * v,
-                                  chunk_layers=max(1, m.layers // (plan.pp * v)))  # fmt: skip
+    # Transformer Engine's amax all-reduce over TP x DP x CP
+    if r.scaling == "delayed":
+        dp += comm.amax_reduction(
+            cluster, amax_group(plan), chunks=n_mb * v,
+            chunk_layers=max(1, m.layers // (plan.pp * v)),
+        )  # fmt: skip
+    # [end:dp]
 
-    shards = (
-        plan.dp if zero_stage >= 1 else 1
-    )  # ZeRO shards the optimizer state over DP
+    # ZeRO shards the optimizer state over DP
+    shards = plan.dp if zero_stage >= 1 else 1
     optimizer = comm.optimizer(
         local, gpu, r, shards=shards, stack=stack, microbatches=n_mb
     )
-    # [end:dp]
 
     # [start:clock]
     try:  # a result that cannot be is a bug the code reports, not bad input
@@ -294,12 +305,15 @@ def estimate(
     except (ValueError, TypeError) as err:
         raise checks.invariant_broken(err) from None
     seconds = parts.total
+    # [end:clock]
+
+    # [start:mfu]
     tokens = global_batch_size * s
     world = cluster.world_size
-    # MFU counts the FLOPs the causal model needs (6N + 6·L·h·s), HFU what the GPUs run:
-    # the GEMMs with recomputation and attention as the chosen kernel runs it. Both are
-    # counted against the same step, so MFU <= HFU <= 1 when every kernel's time is its
-    # FLOPs at a ceiling no higher than the dense peak.
+    # MFU counts the FLOPs the causal model needs (6N + 6·L·h·s), HFU what the
+    # GPUs run: the GEMMs with recomputation and attention as the chosen kernel
+    # runs it. Both are counted against the same step, so MFU <= HFU <= 1 when
+    # every kernel's time is its FLOPs at a ceiling no higher than the dense peak.
     model_rate = (
         model_flops_per_token(m, seq_len=s, causal=True) * tokens / seconds / world
     )
@@ -310,9 +324,9 @@ def estimate(
         gemm_flops_per_token(m, recompute=mode, stack=stack) + attn_fwd + attn_bwd
     )
     hw_rate = hw_flops * tokens / seconds / world
-    peak = (
-        gpu.fp8_flops if r.precision == "fp8" else gpu.bf16_flops
-    )  # the GEMMs' precision
+    # the GEMMs' precision
+    peak = gpu.fp8_flops if r.precision == "fp8" else gpu.bf16_flops
+    # [end:mfu]
     try:
         return Estimate(
             seconds=seconds,
@@ -329,4 +343,3 @@ def estimate(
         )
     except (ValueError, TypeError) as err:
         raise checks.invariant_broken(err) from None
-    # [end:clock]
