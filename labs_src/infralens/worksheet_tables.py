@@ -33,17 +33,14 @@ def _ranks(group: list[int]) -> str:
     return f"ranks {shown}{', …' if len(group) > 4 else ''}"
 
 
-def _risk(sheet: Worksheet, e: Estimate, axis: str, link: str) -> str:
-    """What the axis's traffic costs the step, in words: exposed seconds of its total, share."""
+def _risk(sheet: Worksheet, e: Estimate, axis: str) -> str:
+    """The step's prediction for an axis: exposed seconds of its total, share of the step."""
     exposed = e.breakdown.pp_p2p if axis == "pp" else getattr(e.breakdown, axis)
     total = float(sum(r.seconds_per_step for r in sheet.comms if r.axis == axis))
     share = f"{exposed:.2f} s of its {total:.2f} s exposed, {exposed / e.seconds:.1%} of the step"
     if axis == "pp":
-        return f"a bubble of {float(sheet.bubble_fraction):.1%} of ideal compute; {share}"
-    where = "crosses nodes" if link == "network" else "stays on NVLink"
-    if axis in ("tp", "cp"):
-        return f"runs between the GEMMs of every layer and {where}: {share}"
-    return f"{where}, once per step rather than per micro-batch: {share}"
+        return f"a bubble of {float(sheet.bubble_fraction):.1%} of ideal compute and {share}"
+    return share
 
 
 @typed
@@ -101,13 +98,10 @@ def worksheet_tables(sheet: Worksheet) -> str:
     for r in sheet.comms:
         if r.axis == "compute":
             continue
-        risk = (
-            r.risk
-            if sheet.step is None
-            else _risk(sheet, sheet.step, r.axis, r.link)
-        )
-        if r.axis in seen:
-            risk = "as the row above (same axis)"
+        # what the trace shows; the axis's first row adds what the step predicts
+        risk = r.risk
+        if sheet.step is not None and r.axis not in seen:
+            risk += f" (predicted: {_risk(sheet, sheet.step, r.axis)})"
         seen.add(r.axis)
         op = f"{r.axis.upper()} {r.collective.replace('_', '/' if 'send' in r.collective else '-')}"
         link = LINK_WORDS.get(r.link, r.link)
