@@ -334,3 +334,26 @@ def test_a_pipeline_that_leaves_its_node_is_priced_on_its_network_hop() -> None:
     assert row.link == "network" and row.seconds_per_step == 2 * 16 * hop
     sends = sheet.step.breakdown.pp_p2p / float(hop)  # the pacing stage's, at the network's price
     assert min(abs(sends - 16), abs(sends - 32)) < 1e-9  # one or two exchanges a micro-batch
+
+
+def test_the_blank_worksheet_states_the_plan_files_workload_and_its_memory_formula() -> None:
+    """The starter names the job it is for, so its memory step can be filled by hand, and
+    its formula lands within 2 % of the package's count for the starter plan."""
+    from infralens.plan_file import load_plan_file
+
+    starters = Path(__file__).resolve().parents[1] / "labs_src" / "starters"
+    text = (starters / "topology_design_worksheet.md").read_text(encoding="utf-8")
+    plan, cluster, work = load_plan_file(starters / "parallelism_plan.yaml")
+    assert work is not None
+    for value in (work.num_params, work.seq_len, work.global_batch_size):
+        assert f"{value:,}" in text or f"= {value} " in text, value
+    assert f"L = {work.layers} layers" in text and f"h = {work.hidden}" in text
+    recipe = work.resolved_recipe()
+    assert f"Recipe: `{recipe.name}`" in text
+    assert "model states = P / (tp * pp) * (2 + 4 + 12 / dp) bytes" in text
+    assert [b.nbytes for b in recipe.buffers] == [2, 4, 4, 4, 4]  # the formula's bytes
+    sheet = fill_worksheet(plan, cluster, work)
+    states = work.num_params / (plan.tp * plan.pp) * (2 + 4 + 12 / plan.dp)
+    activations = 34 * work.seq_len * work.micro_batch_size * work.hidden * work.layers / plan.tp
+    assert states == pytest.approx(sheet.model_state_bytes, rel=0.02)
+    assert activations == pytest.approx(sheet.activation_bytes, rel=0.03)
