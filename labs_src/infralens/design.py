@@ -182,15 +182,10 @@ def fill_worksheet(
         # (collective, bytes a call, calls per step, how the count is made)
         calls: list[tuple[str, int, int, str]] = []
         # [start:tp-calls]
-        # TP: S = b·s·h·e bytes a call, 2 calls per layer in each pass: forward,
-        # backward and, under full recomputation, forward again (infralens.step)
+        # TP: S = b·s·h·e bytes a call, 2 calls a layer in each pass (infralens.step)
         passes = 3 if work.recompute == "full" else 2
         tp_calls, S = 2 * passes * stage_layers * m, b * s * h * e
-        split = (
-            "2 forward, 2 recomputed, 2 backward"
-            if passes == 3
-            else "2 forward, 2 backward"
-        )
+        split = "2 forward, 2 backward" + (", 2 recomputed" if passes == 3 else "")
         per_layer = f"{2 * passes} per layer per micro-batch ({split}){times}"
         if axis == "tp" and work.sequence_parallel:
             # FP8: forward's gathers send 1 byte an element, backward's stay bf16
