@@ -123,6 +123,9 @@ def test_zero3_gathers_per_wrapped_unit() -> None:
     sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, w)
     frequencies = [r.frequency for r in sheet.comms if r.axis == "dp"]
     assert sum("per wrapped unit" in f for f in frequencies) == 2
+    risks = [r.risk for r in sheet.comms if r.axis == "dp"]
+    assert ["before each wrapped unit" in r for r in risks] == [True, True, False]
+    assert "after each layer's backward" in risks[2] and "; measure " in risks[2]
     assert len(compare([ParallelPlan(tp=8, pp=8), ParallelPlan(tp=8, pp=4, dp=2)], H100, WORK)) == 2
 
 

@@ -79,6 +79,19 @@ def _trace(key: str, op: str, when: str = "") -> str:
     return "in a trace: " + TRACES[key].format(op=op.replace("_", "-"), when=when)
 
 
+def _when(op: str, zero: int) -> str:
+    """Where in the step a DP row's collective runs, for its trace."""
+    if zero == 3:
+        return (
+            "before each wrapped unit's forward and backward"
+            if op == "all_gather"
+            else "after each layer's backward"
+        )
+    if op == "all_gather" and zero:
+        return "between the optimizer and the next forward"
+    return "during and after the last backward"
+
+
 def _slowest(
     plan: ParallelPlan, axis: str, cluster: Cluster
 ) -> tuple[str, list[int]]:
@@ -244,8 +257,7 @@ def fill_worksheet(
                 one = predict(op, nbytes, cluster, group).seconds
                 seconds = count * Fraction(one)
             # [end:pricing]
-            when = ("between the optimizer and the next forward" if op == "all_gather"
-                    and zero in (1, 2) else "during and after the last backward")  # fmt: skip
+            when = _when(op, zero)
             key = "zero3" if axis == "dp" and zero == 3 else axis
             trace = _trace(key, op, when)
             frequency = f"{count:,} per step: {how}"

@@ -61,8 +61,8 @@ TRACES = {
     "and last stages at the start and end of the step; measure stage 0's idle time",
     "dp": "one {op} a step on a second NCCL stream, {when}; measure the idle "
     "gap it leaves on the compute stream there",
-    "zero3": "an {op} before every wrapped unit on a second NCCL stream; measure "
-    "the compute stream's waits for it at each layer's start",
+    "zero3": "{op} kernels on a second NCCL stream, {when}; measure how long the "
+    "compute stream waits for them",
     "amax": "many short all-reduces, each a round trip; measure their count and "
     "each one's latency per step",
 }
