@@ -48,9 +48,11 @@ def worksheet_tables(sheet: Worksheet) -> str:
     """The filled worksheet as MyST: the axis table, the traffic table and the step's terms.
 
     Placement names one group's ranks and the slowest link it crosses; the
-    traffic table gives each collective's bytes sent per GPU per step and its
-    seconds per step before overlap (the row's own price), and its risk in
-    words from the step estimate: what stays exposed, share = term / step.
+    traffic table gives each collective's calls per step, its bytes sent per GPU
+    per step and its seconds per step before overlap (the row's own price), and
+    its risk: what a profiler trace would show and how to measure it, with, on
+    each axis's first row, what the step estimate leaves exposed
+    (share = term / step).
     The step table lists every nonzero term; the largest bounds the step.
 
     >>> from infralens.design import fill_worksheet
@@ -72,6 +74,9 @@ def worksheet_tables(sheet: Worksheet) -> str:
     Axes: degree, placement (one group's ranks) and reason
     Communication: bytes and seconds per GPU per step
     The step's terms: seconds on the critical path and share
+    >>> risk = next(r for r in text.splitlines() if r.startswith("| TP all-gather"))
+    >>> print(risk.split(" | ")[-1].split(" (")[-1])
+    predicted: 0.08 s of its 0.08 s exposed, 74.6% of the step) |
     >>> print(text.splitlines()[-1].split(": ")[-1])
     fits, 78.2 GB spare; 8 micro-batches per replica, bubble 0.0%.
     >>> worksheet_tables(None)
