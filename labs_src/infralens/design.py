@@ -180,8 +180,8 @@ def fill_worksheet(
         )
         axes.append(AxisRow(axis, getattr(plan, axis), link, REASONS[axis]))
     sharded = plan.dp if zero else 1
-    axes.append(AxisRow("zero", sharded, axes[-1].placement if sharded > 1 else "none",
-                        f"ZeRO-{zero}: " + REASONS["zero"]))  # fmt: skip
+    where = axes[-1].placement if sharded > 1 else "none"  # the DP row's link
+    axes.append(AxisRow("zero", sharded, where, f"ZeRO-{zero}: " + REASONS["zero"]))
     # [end:axes]
     compute = Fraction(step.breakdown.compute)
     comms = [CommRow("compute", "GEMMs and attention", f"{m:,} micro-batches per step",
