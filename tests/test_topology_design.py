@@ -55,6 +55,49 @@ def test_worksheet_names_links_and_memory() -> None:
     assert "| TP | 8 | nvlink |" in text and "bound by: " in text and "% of the step)" in text
 
 
+@pytest.mark.parametrize("change", [{}, {"recompute": "full"}, {"recipe": "megatron-core-fp8"},
+                                    {"zero_stage": 3}, {"zero_stage": 0}])  # fmt: skip
+def test_the_frequency_column_counts_the_calls_it_prices(change: dict[str, object]) -> None:
+    """Each row's frequency opens with its calls per step, and those calls times the bytes
+    one call sends are the row's bytes per step."""
+    work = Workload(**{**WORK.__dict__, **change})
+    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, work)
+    for r in sheet.comms[1:]:
+        count = int(r.frequency.split(" per step: ")[0].replace(",", ""))
+        if r.axis == "tp":  # 2 calls per layer in each pass, 20 layers, 256 micro-batches
+            passes = 3 if change.get("recompute") == "full" else 2
+            fp8 = "fp8" in str(change.get("recipe"))
+            per = 2 if fp8 and r.collective == "all_gather" else 2 * passes
+            assert count == per * 20 * 256
+            fwd = fp8 and r.collective == "all_gather" and "FP8" in r.frequency
+            one = 4096 * 8192 * 2 // (2 if fwd else 1)  # S bytes a call, FP8's half
+            assert r.bytes_per_step == count * Fraction(7, 8) * one
+            assert r.frequency.startswith(f"{count:,} per step: {per} per layer per micro-batch")
+        if r.axis == "pp":
+            assert count == 2 * 256 and "per micro-batch × 256 micro-batches" in r.frequency
+        if "amax" in r.frequency:  # delayed scaling: a chunk's forward and backward
+            assert count == 2 * 256
+        elif r.axis == "dp":
+            assert count == (20 * 256 if change.get("zero_stage") == 3 else 1)
+    tp = [r for r in sheet.comms if r.axis == "tp"]
+    assert sum(int(r.frequency.split(" ")[0].replace(",", "")) for r in tp) == (
+        (3 if change.get("recompute") == "full" else 2) * 2 * 2 * 20 * 256
+    )  # every TP call of the step, gathers and scatters
+
+
+def test_the_risk_column_says_what_a_trace_shows_and_how_to_measure_it() -> None:
+    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, WORK)
+    for r in sheet.comms:
+        assert r.risk.startswith("in a trace: ") and "; measure " in r.risk
+    tp, pp, dp = ([r.risk for r in sheet.comms if r.axis == a] for a in ("tp", "pp", "dp"))
+    assert "all-gather kernels between every layer's GEMMs" in tp[0]
+    assert "idle gaps on the first and last stages" in pp[0]
+    assert "reduce-scatter" in dp[0] and "after the last backward" in dp[0]
+    assert "between the optimizer and the next forward" in dp[1]
+    text = render_markdown(sheet)
+    assert text.count("| in a trace: ") == len(sheet.comms)
+
+
 def test_moving_tp_across_nodes_prices_the_cross_node_group() -> None:
     good = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, WORK)
     plan = ParallelPlan(tp=8, pp=4, dp=2, order="dp-tp-cp-pp")
@@ -80,6 +123,9 @@ def test_zero3_gathers_per_wrapped_unit() -> None:
     sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, w)
     frequencies = [r.frequency for r in sheet.comms if r.axis == "dp"]
     assert sum("per wrapped unit" in f for f in frequencies) == 2
+    risks = [r.risk for r in sheet.comms if r.axis == "dp"]
+    assert ["before each wrapped unit" in r for r in risks] == [True, True, False]
+    assert "after each layer's backward" in risks[2] and "; measure " in risks[2]
     assert len(compare([ParallelPlan(tp=8, pp=8), ParallelPlan(tp=8, pp=4, dp=2)], H100, WORK)) == 2
 
 
@@ -258,7 +304,10 @@ def test_lab12_worksheet_page_holds_both_tables_with_the_packages_numbers() -> N
             float(r.bytes_per_step) / GB, abs=0.005
         )
         assert float(row[4]) == pytest.approx(float(r.seconds_per_step), abs=0.0005)
-        assert row[5]  # every row names its risk in words
+        assert row[1].startswith(r.frequency.split(":")[0]) and " per step" in row[1]
+        assert row[5].startswith("in a trace: ") and "; measure " in row[5]
+        first = r.axis not in [x.axis for x in priced[: priced.index(r)]]
+        assert ("(predicted: " in row[5]) == first  # the step's share, once per axis
 
     terms = dict((row[0], row[1:]) for row in _table(text, "Term"))
     step = sheet.step
@@ -288,3 +337,26 @@ def test_a_pipeline_that_leaves_its_node_is_priced_on_its_network_hop() -> None:
     assert row.link == "network" and row.seconds_per_step == 2 * 16 * hop
     sends = sheet.step.breakdown.pp_p2p / float(hop)  # the pacing stage's, at the network's price
     assert min(abs(sends - 16), abs(sends - 32)) < 1e-9  # one or two exchanges a micro-batch
+
+
+def test_the_blank_worksheet_states_the_plan_files_workload_and_its_memory_formula() -> None:
+    """The starter names the job it is for, so its memory step can be filled by hand, and
+    its formula lands within 2 % of the package's count for the starter plan."""
+    from infralens.plan_file import load_plan_file
+
+    starters = Path(__file__).resolve().parents[1] / "labs_src" / "starters"
+    text = (starters / "topology_design_worksheet.md").read_text(encoding="utf-8")
+    plan, cluster, work = load_plan_file(starters / "parallelism_plan.yaml")
+    assert work is not None
+    for value in (work.num_params, work.seq_len, work.global_batch_size):
+        assert f"{value:,}" in text or f"= {value} " in text, value
+    assert f"L = {work.layers} layers" in text and f"h = {work.hidden}" in text
+    recipe = work.resolved_recipe()
+    assert f"Recipe: `{recipe.name}`" in text
+    assert "model states = P / (tp * pp) * (2 + 4 + 12 / dp) bytes" in text
+    assert [b.nbytes for b in recipe.buffers] == [2, 4, 4, 4, 4]  # the formula's bytes
+    sheet = fill_worksheet(plan, cluster, work)
+    states = work.num_params / (plan.tp * plan.pp) * (2 + 4 + 12 / plan.dp)
+    activations = 34 * work.seq_len * work.micro_batch_size * work.hidden * work.layers / plan.tp
+    assert states == pytest.approx(sheet.model_state_bytes, rel=0.02)
+    assert activations == pytest.approx(sheet.activation_bytes, rel=0.03)

@@ -18,6 +18,14 @@ one GPU holds, and which communication is likely to bound the step.
 >>> sheet.bottleneck, round(sheet.step.seconds, 1), round(sheet.step.mfu, 2)
 ('compute', 29.5, 0.48)
 
+Each traffic row counts its calls per step and says what a profiler trace would show:
+
+>>> tp = sheet.comms[1]
+>>> tp.collective, tp.frequency.split(" × ")[0]
+('all_gather', '20,480 per step: 4 per layer per micro-batch (2 forward, 2 backward)')
+>>> tp.risk.split(";")[0]
+"in a trace: NCCL all-gather kernels between every layer's GEMMs, which wait for them"
+
 Communication and the bubble are priced by :func:`infralens.step.estimate`
 (collectives through :func:`infralens.nccl.predict`); the worksheet prices
 nothing itself. The table shows each collective's full time, the step
@@ -38,7 +46,7 @@ from infralens.fit import HBM_BYTES, gpu_memory
 from infralens.fp8 import amax_bytes
 from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
-from infralens.plan import FREQUENCY, ParallelPlan
+from infralens.plan import ParallelPlan
 from infralens.sharding import padded_shard_size
 from infralens.step import estimate
 from infralens.topology import Cluster
@@ -46,6 +54,7 @@ from infralens.worksheet import (
     REASONS,
     RECIPE_STAGE,
     STEP_TERMS,
+    TRACES,
     AxisRow,
     CommRow,
     Workload,
@@ -63,6 +72,24 @@ __all__ = [
     "fill_worksheet",
     "render_markdown",
 ]
+
+
+def _trace(key: str, op: str, when: str = "") -> str:
+    """What a row's traffic looks like in a profiler trace, and how to measure it."""
+    return "in a trace: " + TRACES[key].format(op=op.replace("_", "-"), when=when)
+
+
+def _when(op: str, zero: int) -> str:
+    """Where in the step a DP row's collective runs, for its trace."""
+    if zero == 3:
+        return (
+            "before each wrapped unit's forward and backward"
+            if op == "all_gather"
+            else "after each layer's backward"
+        )
+    if op == "all_gather" and zero:
+        return "between the optimizer and the next forward"
+    return "during and after the last backward"
 
 
 def _slowest(
@@ -153,94 +180,88 @@ def fill_worksheet(
         )
         axes.append(AxisRow(axis, getattr(plan, axis), link, REASONS[axis]))
     sharded = plan.dp if zero else 1
-    axes.append(AxisRow("zero", sharded, axes[-1].placement if sharded > 1 else "none",
-                        f"ZeRO-{zero}: " + REASONS["zero"]))  # fmt: skip
+    where = axes[-1].placement if sharded > 1 else "none"  # the DP row's link
+    axes.append(AxisRow("zero", sharded, where, f"ZeRO-{zero}: " + REASONS["zero"]))
     # [end:axes]
     compute = Fraction(step.breakdown.compute)
-    comms = [CommRow("compute", "GEMMs and attention", "every micro-batch", "GPU", Fraction(0),
-                     compute, "the largest term when the plan is sound")]  # fmt: skip
-    # [start:traffic]
+    comms = [CommRow("compute", "GEMMs and attention", f"{m:,} micro-batches per step",
+                     "GPU", Fraction(0), compute, _trace("compute", ""))]  # fmt: skip
+    times = f" × {stage_layers} layers × {m} micro-batches"
     for axis in ("tp", "cp", "pp", "dp"):
         degree = getattr(plan, axis)
         if degree == 1:
             continue
         link, group = _slowest(plan, axis, cluster)
-        calls: list[
-            tuple[str, int, int]
-        ] = []  # (collective, bytes, calls per step)
-        # TP: S = b·s·h·e bytes a call; per layer 2 in each pass (forward, backward and,
-        # with full recomputation, forward again), as infralens.step prices them
-        tp_calls = 2 * (3 if work.recompute == "full" else 2) * stage_layers * m
+        # (collective, bytes a call, calls per step, how the count is made)
+        calls: list[tuple[str, int, int, str]] = []
+        # [start:tp-calls]
+        # TP: S = b·s·h·e bytes a call, 2 calls a layer in each pass (infralens.step)
+        passes = 3 if work.recompute == "full" else 2
+        tp_calls, S = 2 * passes * stage_layers * m, b * s * h * e
+        split = "2 forward, 2 backward" + (", 2 recomputed" if passes == 3 else "")
+        per_layer = f"{2 * passes} per layer per micro-batch ({split}){times}"
         if axis == "tp" and work.sequence_parallel:
-            back = (
-                2 * stage_layers * m if fp8 else tp_calls
-            )  # FP8: forward gathers, 1 byte
-            calls.append(("all_gather", b * s * h * e, back))
+            # FP8: forward's gathers send 1 byte an element, backward's stay bf16
+            back = 2 * stage_layers * m if fp8 else tp_calls
+            bf16 = f"2 per layer per micro-batch (backward, bf16){times}"
+            calls.append(("all_gather", S, back, bf16 if fp8 else per_layer))
             if fp8:
-                calls.append(("all_gather", b * s * h * e // 2, tp_calls - back))
-            calls.append(("reduce_scatter", b * s * h * e, tp_calls))
+                fwd = f"{2 * passes - 2} per layer per micro-batch (forward, FP8){times}"
+                calls.append(("all_gather", S // 2, tp_calls - back, fwd))
+            calls.append(("reduce_scatter", S, tp_calls, per_layer))
         elif axis == "tp":
-            calls.append(("all_reduce", b * s * h * e, tp_calls))
-        elif (
-            axis == "cp"
-        ):  # the K/V ring: cp - 1 hops of this rank's K and V, 3 passes
-            kv = (
-                2
-                * b
-                * s
-                * cfg.kv_heads
-                * cfg.head_dim
-                * e
-                // min(plan.tp, cfg.kv_heads)
+            calls.append(("all_reduce", S, tp_calls, per_layer))
+        # [end:tp-calls]
+        # [start:cp-pp-calls]
+        elif axis == "cp":
+            # the K/V ring: cp - 1 hops of this rank's K and V in each of 3 passes
+            kv = 2 * b * s * cfg.kv_heads * cfg.head_dim * e
+            kv //= min(plan.tp, cfg.kv_heads)
+            hops = f"{3 * (plan.cp - 1)} per layer per micro-batch{times}"
+            calls.append(
+                ("send_recv", kv, 3 * (plan.cp - 1) * stage_layers * m, hops)
             )
-            calls.append(("send_recv", kv, 3 * (plan.cp - 1) * stage_layers * m))
-        elif (
-            axis == "pp"
-        ):  # an activation forward, a gradient back, per chunk; SP: 1/t each
-            calls.append(("send_recv", b * s * h * e // sp_t, 2 * m * work.chunks))
-        else:  # DP: gradients in the recipe's reduce dtype, parameters in its gather dtype
-            for op, _ in step_collectives(zero):
-                size = params * (
-                    recipe.gather_bytes if op == "all_gather" and zero else grad
-                )
-                if zero == 3:  # ZeRO-3: each layer's share, every micro-batch
-                    calls.append((op, size // stage_layers, stage_layers * m))
+        elif axis == "pp":
+            # an activation forward and a gradient back per micro-batch and chunk;
+            # under SP each TP rank sends its 1/t of the sequence
+            v = f" × {work.chunks} chunks" if work.chunks > 1 else ""
+            how = f"1 forward + 1 back per micro-batch × {m} micro-batches{v}"
+            calls.append(("send_recv", S // sp_t, 2 * m * work.chunks, how))
+        # [end:cp-pp-calls]
+        # [start:dp-calls]
+        else:
+            # DP: gradients in the recipe's reduce dtype, parameters in its gather
+            # dtype; ZeRO-3 moves each layer's share every micro-batch
+            for op, what in step_collectives(zero):
+                gathers = op == "all_gather" and zero != 0
+                size = params * (recipe.gather_bytes if gathers else grad)
+                if zero == 3:
+                    unit = "wrapped unit" if gathers else "layer"
+                    how = f"1 per {unit} per micro-batch{times}: {what}"
+                    calls.append((op, size // stage_layers, stage_layers * m, how))
                 else:  # the whole shard once a step
-                    calls.append((op, size, 1))
-        for op, nbytes, count in calls:
-            if (
-                op == "send_recv"
-            ):  # priced on the chain's slowest hop, as the step does
+                    when = "the optimizer" if gathers else "the last backward"
+                    calls.append((op, size, 1, f"{what}, after {when}"))
+        # [end:dp-calls]
+        # [start:pricing]
+        for op, nbytes, count, how in calls:
+            if op == "send_recv":
+                # priced on the chain's slowest hop, as the step does
                 sent = Fraction(nbytes * count)
                 pair = ring_hop(cluster, group)
-                seconds = count * Fraction(
-                    predict("send_recv", nbytes, cluster, pair).seconds
-                )
+                one = predict("send_recv", nbytes, cluster, pair).seconds
+                seconds = count * Fraction(one)
                 link = cluster.tier_of(pair).name
             else:  # a ring sends (n − 1)/n · S per call
                 sent = ring_bytes_sent(op, nbytes, degree) * count
-                seconds = (
-                    Fraction(predict(op, nbytes, cluster, group).seconds) * count
-                )
-            # [end:traffic]
-            risk = (
-                "crosses nodes: shares the node's network adapters"
-                if link == cluster.inter.name
-                else "stays on the fast tier"
-            )
-            frequency = FREQUENCY[axis]
-            if axis == "tp" and fp8 and op == "all_gather":
-                frequency += (
-                    ": FP8 in forward"
-                    if nbytes < b * s * h * e
-                    else ": bf16 in backward"
-                )
-            if axis == "dp" and op == "all_gather":
-                frequency = {
-                    0: "per backward bucket (second half of the all-reduce)",
-                    3: "per wrapped unit, forward and backward (FSDP/ZeRO-3 gather)",
-                }.get(zero, "per step, after the optimizer (updated parameters)")
-            comms.append(CommRow(axis, op, frequency, link, sent, seconds, risk))
+                one = predict(op, nbytes, cluster, group).seconds
+                seconds = count * Fraction(one)
+            # [end:pricing]
+            when = _when(op, zero)
+            key = "zero3" if axis == "dp" and zero == 3 else axis
+            trace = _trace(key, op, when)
+            frequency = f"{count:,} per step: {how}"
+            comms.append(CommRow(axis, op, frequency, link, sent, seconds, trace))
     if (
         recipe.scaling == "delayed"
     ):  # the amax all-reduces the step adds to its DP term
@@ -259,9 +280,10 @@ def fill_worksheet(
             amax_reduction(cluster, group, chunk_layers=chunk, chunks=runs)
         )
         link = cluster.tier_of(group).name
-        comms.append(CommRow("dp", "all_reduce", "per chunk, forward and backward (FP8 "
-                             "amax, delayed scaling, over TP x DP x CP)", link, sent, seconds,
-                             "blocks the step: small, but one round trip each"))  # fmt: skip
+        how = (f"{2 * runs:,} per step: 1 per chunk per micro-batch in forward and 1 in "
+               "backward (FP8 amax, delayed scaling, over TP x DP x CP)")  # fmt: skip
+        comms.append(CommRow("dp", "all_reduce", how, link, sent, seconds,
+                             _trace("amax", "all_reduce")))  # fmt: skip
     bottleneck = step.bottleneck
     return Worksheet(
         plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck,

@@ -30,6 +30,7 @@ __all__ = [
     "REASONS",
     "RECIPE_STAGE",
     "STEP_TERMS",
+    "TRACES",
     "AxisRow",
     "CommRow",
     "Workload",
@@ -48,6 +49,24 @@ REASONS = {
     "dp": "replicas (sharded by ZeRO) over the rest; one sync per step",
     "zero": "shards optimizer state (ZeRO-1/2) or everything (ZeRO-3/FSDP) over the DP group",
 }
+
+TRACES = {
+    "compute": "GEMM and attention kernels on the compute stream; measure their "
+    "summed time per step in torch.profiler or Nsight Systems",
+    "tp": "NCCL {op} kernels between every layer's GEMMs, which wait for them; "
+    "measure their summed time per step and their bus bandwidth",
+    "cp": "NCCL send/recv kernels of the K/V ring beside each attention kernel; "
+    "measure the time attention's kernels leave them uncovered",
+    "pp": "send/recv kernels at the stage boundaries and idle gaps on the first "
+    "and last stages at the start and end of the step; measure stage 0's idle time",
+    "dp": "one {op} a step on a second NCCL stream, {when}; measure the idle "
+    "gap it leaves on the compute stream there",
+    "zero3": "{op} kernels on a second NCCL stream, {when}; measure how long the "
+    "compute stream waits for them",
+    "amax": "many short all-reduces, each a round trip; measure their count and "
+    "each one's latency per step",
+}
+"""What each row's traffic looks like in a profiler trace and how to measure it."""
 
 STEP_TERMS = {
     "compute": "compute (GEMMs and attention)",

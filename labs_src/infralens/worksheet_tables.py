@@ -33,17 +33,14 @@ def _ranks(group: list[int]) -> str:
     return f"ranks {shown}{', …' if len(group) > 4 else ''}"
 
 
-def _risk(sheet: Worksheet, e: Estimate, axis: str, link: str) -> str:
-    """What the axis's traffic costs the step, in words: exposed seconds of its total, share."""
+def _risk(sheet: Worksheet, e: Estimate, axis: str) -> str:
+    """The step's prediction for an axis: exposed seconds of its total, share of the step."""
     exposed = e.breakdown.pp_p2p if axis == "pp" else getattr(e.breakdown, axis)
     total = float(sum(r.seconds_per_step for r in sheet.comms if r.axis == axis))
     share = f"{exposed:.2f} s of its {total:.2f} s exposed, {exposed / e.seconds:.1%} of the step"
     if axis == "pp":
-        return f"a bubble of {float(sheet.bubble_fraction):.1%} of ideal compute; {share}"
-    where = "crosses nodes" if link == "network" else "stays on NVLink"
-    if axis in ("tp", "cp"):
-        return f"runs between the GEMMs of every layer and {where}: {share}"
-    return f"{where}, once per step rather than per micro-batch: {share}"
+        return f"a bubble of {float(sheet.bubble_fraction):.1%} of ideal compute and {share}"
+    return share
 
 
 @typed
@@ -51,9 +48,11 @@ def worksheet_tables(sheet: Worksheet) -> str:
     """The filled worksheet as MyST: the axis table, the traffic table and the step's terms.
 
     Placement names one group's ranks and the slowest link it crosses; the
-    traffic table gives each collective's bytes sent per GPU per step and its
-    seconds per step before overlap (the row's own price), and its risk in
-    words from the step estimate: what stays exposed, share = term / step.
+    traffic table gives each collective's calls per step, its bytes sent per GPU
+    per step and its seconds per step before overlap (the row's own price), and
+    its risk: what a profiler trace would show and how to measure it, with, on
+    each axis's first row, what the step estimate leaves exposed
+    (share = term / step).
     The step table lists every nonzero term; the largest bounds the step.
 
     >>> from infralens.design import fill_worksheet
@@ -75,6 +74,9 @@ def worksheet_tables(sheet: Worksheet) -> str:
     Axes: degree, placement (one group's ranks) and reason
     Communication: bytes and seconds per GPU per step
     The step's terms: seconds on the critical path and share
+    >>> risk = next(r for r in text.splitlines() if r.startswith("| TP all-gather"))
+    >>> print(risk.split(" | ")[-1].split(" (")[-1])
+    predicted: 0.08 s of its 0.08 s exposed, 74.6% of the step) |
     >>> print(text.splitlines()[-1].split(": ")[-1])
     fits, 78.2 GB spare; 8 micro-batches per replica, bubble 0.0%.
     >>> worksheet_tables(None)
@@ -101,13 +103,10 @@ def worksheet_tables(sheet: Worksheet) -> str:
     for r in sheet.comms:
         if r.axis == "compute":
             continue
-        risk = (
-            r.risk
-            if sheet.step is None
-            else _risk(sheet, sheet.step, r.axis, r.link)
-        )
-        if r.axis in seen:
-            risk = "as the row above (same axis)"
+        # what the trace shows; the axis's first row adds what the step predicts
+        risk = r.risk
+        if sheet.step is not None and r.axis not in seen:
+            risk += f" (predicted: {_risk(sheet, sheet.step, r.axis)})"
         seen.add(r.axis)
         op = f"{r.axis.upper()} {r.collective.replace('_', '/' if 'send' in r.collective else '-')}"
         link = LINK_WORDS.get(r.link, r.link)
