@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from infralens.ranking import rank_plans, render
+from infralens.planner.ranking import rank_plans, render
 from infralens.topology import Cluster
 
 

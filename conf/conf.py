@@ -67,7 +67,7 @@ _year = "2026"
 
 def _median_miss() -> str:
     """The step model's median miss on the published runs, as prose prints it ("32 %")."""
-    from infralens.step_validation import check_run, load_runs, median_error
+    from infralens.planner.step_validation import check_run, load_runs, median_error
 
     runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
     return f"{100 * median_error([check_run(r) for r in runs]):.0f} %"
@@ -252,7 +252,7 @@ def _nccl_validation() -> str:
 
 
 def _step_validation() -> str:
-    from infralens.step_validation import check_run, load_runs, markdown_report
+    from infralens.planner.step_validation import check_run, load_runs, markdown_report
 
     runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
     return markdown_report([check_run(r) for r in runs])
@@ -265,7 +265,7 @@ def _cheatsheet() -> str:
 
 
 def _lab12_worksheet() -> str:
-    from infralens.plan_file import worksheet_page
+    from infralens.planner.plan_file import worksheet_page
 
     return worksheet_page(ROOT / "labs_src" / "starters" / "parallelism_plan.yaml")
 

@@ -192,9 +192,11 @@ def _link_captions(app: Any, doctree: Any, docname: str) -> None:
         if not captions or not blocks:
             continue
         source = Path(blocks[0].get("source", ""))
-        if source.parent != PACKAGE or not source.name.endswith(".py"):
+        if source.parent not in (PACKAGE, PACKAGE / "planner"):
             continue
-        module = f"infralens.{source.stem}"
+        if not source.name.endswith(".py"):
+            continue
+        module = ".".join(source.relative_to(PACKAGE.parent).with_suffix("").parts)
         target = f"_modules/{module.replace('.', '/')}"
         uri = app.builder.get_relative_uri(docname, target)
         anchor = _anchor(source, blocks[0].astext())

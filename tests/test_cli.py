@@ -97,7 +97,7 @@ def test_bad_input_is_one_line_and_exit_2(
     ],
 )
 def test_parse_plan_names_each_problem(data: object, expected: str) -> None:
-    from infralens.plan_file import parse_plan
+    from infralens.planner.plan_file import parse_plan
 
     with pytest.raises(ValueError) as caught:
         parse_plan(data)
@@ -105,8 +105,8 @@ def test_parse_plan_names_each_problem(data: object, expected: str) -> None:
 
 
 def test_memory_prints_the_breakdown_and_verdict() -> None:
-    from infralens.fit import gpu_memory
     from infralens.plan import ParallelPlan
+    from infralens.planner.fit import gpu_memory
 
     done = run("memory", "--model", "llama3-70b", "--plan", str(STARTER), "--recipe", "fsdp2")
     assert done.returncode == 0, done.stderr
@@ -134,8 +134,8 @@ def test_memory_without_a_model_prices_the_files_own_workload_as_plan_does() -> 
 
 
 def test_memory_says_by_how_much_it_does_not_fit() -> None:
-    from infralens.fit import gpu_memory
     from infralens.plan import ParallelPlan
+    from infralens.planner.fit import gpu_memory
 
     done = run("memory", "--model", "llama3-70b", "--plan", str(STARTER), "--hbm-gb", "30")
     assert done.returncode == 0, done.stderr

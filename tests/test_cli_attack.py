@@ -208,7 +208,7 @@ def test_the_training_section_is_checked_before_the_rank_grid(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from infralens.plan import ParallelPlan
-    from infralens.plan_file import _report, parse_plan
+    from infralens.planner.plan_file import _report, parse_plan
 
     text = {
         "world_size": 8192,

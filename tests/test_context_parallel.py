@@ -162,11 +162,11 @@ def test_the_worksheet_and_the_step_price_the_same_kv_ring() -> None:
     between 4 and 8, so the ring runs at the network's pace in both the step and the plan's
     worksheet, which send this rank's K and V (2 of 8 KV heads) cp - 1 times in 3 passes."""
     pytest.importorskip("yaml")
-    from infralens._step_groups import ring_hop
-    from infralens.design import fill_worksheet
     from infralens.nccl import predict
-    from infralens.plan_file import parse_plan
-    from infralens.step import estimate
+    from infralens.planner._step_groups import ring_hop
+    from infralens.planner.design import fill_worksheet
+    from infralens.planner.plan_file import parse_plan
+    from infralens.planner.step import estimate
 
     plan, cluster, work = parse_plan({
         "world_size": 64, "node_shape": "8_nodes_x_8_gpus",

@@ -175,7 +175,9 @@ def _params(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], set[str]]:
 
 # What a message may say instead of the parameter's name: a loader names the
 # path it could not read, and parse_plan's one argument is "the plan file".
-ALIASES = {"infralens.plan_file.parse_plan": {"plan file", "parallelism", "training", "world_size"}}
+ALIASES = {
+    "infralens.planner.plan_file.parse_plan": {"plan file", "parallelism", "training", "world_size"}
+}
 
 
 def _shown(values: Any) -> str:
@@ -293,7 +295,7 @@ def _search_space(model: str, system: str, gpus: int, seq: int, batch: int) -> I
     """Every (plan, options) estimate rank_plans may price, through the same filters."""
     from infralens.hardware import SYSTEMS
     from infralens.model import PRESETS
-    from infralens.ranking import _candidates, _options
+    from infralens.planner.ranking import _candidates, _options
     from infralens.topology import Cluster
 
     node = SYSTEMS[system]
@@ -309,7 +311,7 @@ def _search_space(model: str, system: str, gpus: int, seq: int, batch: int) -> I
 
 @pytest.mark.parametrize("case", RANK_CASES, ids=[f"{c[0]}-{c[1]}-{c[3]}" for c in RANK_CASES])
 def test_every_estimate_in_the_rankers_search_keeps_its_meaning(case: tuple[Any, ...]) -> None:
-    from infralens.step import estimate
+    from infralens.planner.step import estimate
 
     priced = 0
     for m, plan, cluster, kw in _search_space(*case):
@@ -342,14 +344,15 @@ def test_the_ranked_long_context_plans_stay_below_the_dense_peak() -> None:
 
 
 def _reproducers() -> list[tuple[str, Callable[[], Any], str]]:
-    from infralens import goodput, memory, nccl, operations, sharding, step
+    from infralens import goodput, memory, nccl, operations, sharding
     from infralens import pipeline_orders as po
     from infralens import pipeline_schedules as ps
-    from infralens.fit import Breakdown, fits
     from infralens.model import TransformerConfig
     from infralens.plan import ParallelPlan
+    from infralens.planner import step
+    from infralens.planner.fit import Breakdown, fits
+    from infralens.planner.worksheet import Workload
     from infralens.topology import Cluster
-    from infralens.worksheet import Workload
 
     two = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     one = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")

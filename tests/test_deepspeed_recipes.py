@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from infralens.fit import gpu_memory
 from infralens.model import PRESETS
 from infralens.plan import ParallelPlan
+from infralens.planner.fit import gpu_memory
 from infralens.precision import RECIPES, recipe_bytes
 from infralens.recipe import Recipe
 

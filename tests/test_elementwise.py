@@ -8,7 +8,7 @@ from infralens.elementwise import elementwise_bytes
 from infralens.memory import activation_bytes
 from infralens.model import PRESETS
 from infralens.plan import ParallelPlan
-from infralens.step import estimate
+from infralens.planner.step import estimate
 from infralens.topology import Cluster
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-import infralens.step_validation as sv
-from infralens.fit import gpu_memory
+import infralens.planner.step_validation as sv
 from infralens.fp8 import quantize_bytes, saved_activation_change
 from infralens.hardware import MAMF_BF16, MAMF_FP8
 from infralens.plan import ParallelPlan
-from infralens.step import estimate
+from infralens.planner.fit import gpu_memory
+from infralens.planner.step import estimate
 from infralens.topology import Cluster
 from tests.test_memory_measurements import GIB, rows
 

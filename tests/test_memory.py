@@ -161,8 +161,8 @@ def test_unknown_model_and_recipe() -> None:
 
 
 def test_gpu_memory_without_pipeline_holds_every_parameter() -> None:
-    from infralens.fit import gpu_memory
     from infralens.plan import ParallelPlan
+    from infralens.planner.fit import gpu_memory
 
     for name in ("llama3-8b", "llama3-70b"):
         n = PRESETS[name].num_params()
@@ -175,9 +175,9 @@ def test_gpu_memory_without_pipeline_holds_every_parameter() -> None:
 
 
 def test_gpu_memory_pipeline_stages_split_the_parameters() -> None:
-    from infralens.fit import _stage
     from infralens.pipeline_memory import in_flight
     from infralens.plan import ParallelPlan
+    from infralens.planner.fit import _stage
     from infralens.precision import RECIPES
 
     m = PRESETS["llama3-70b"]
@@ -196,7 +196,7 @@ def test_gpu_memory_pipeline_stages_split_the_parameters() -> None:
 
 
 def test_shortfall_and_bad_gpu() -> None:
-    from infralens.fit import Breakdown, shortfall
+    from infralens.planner.fit import Breakdown, shortfall
 
     breakdown = Breakdown("first", 70 * 10**9, 0, 5 * 10**9, 0)
     assert shortfall(breakdown, "h100-sxm5-80gb") == -5 * 10**9
@@ -205,7 +205,7 @@ def test_shortfall_and_bad_gpu() -> None:
 
 
 def _work(**kw: object) -> object:
-    from infralens.design import Workload
+    from infralens.planner.design import Workload
 
     base = {"num_params": 68_976_648_192, "layers": 80, "hidden": 8192, "heads": 64,
             "seq_len": 4096, "micro_batch_size": 1, "global_batch_size": 512}  # fmt: skip
@@ -213,8 +213,8 @@ def _work(**kw: object) -> object:
 
 
 def test_worksheet_memory_follows_the_recipe() -> None:
-    from infralens.design import fill_worksheet, render_markdown
     from infralens.plan import ParallelPlan
+    from infralens.planner.design import fill_worksheet, render_markdown
     from infralens.sharding import padded_shard_size
     from infralens.topology import Cluster
 

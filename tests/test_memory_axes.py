@@ -1,4 +1,4 @@
-"""infralens.fit against torchtitan's published peak memory with context and tensor parallelism.
+"""infralens.planner.fit against torchtitan's peak memory with context and tensor parallelism.
 
 tests/data/memory_measurements.csv holds, beside the 1D FSDP rows, torchtitan's
 Llama 3.1 8B with FSDP and context parallelism (8 GPUs, sequences of 32K to 256K,
@@ -14,8 +14,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from infralens.fit import gpu_memory
 from infralens.plan import ParallelPlan
+from infralens.planner.fit import gpu_memory
 
 DATA = Path(__file__).parent / "data" / "memory_measurements.csv"
 GIB = 2**30

@@ -1,4 +1,4 @@
-"""infralens.fit against published peak memory (tests/data/memory_measurements.csv).
+"""infralens.planner.fit against published peak memory (tests/data/memory_measurements.csv).
 
 The rows are torchtitan's Llama 3.1 8B FSDP runs on 8 and 128 H100s (same
 local batch, sequence and activation checkpointing), eager, compiled and with
@@ -25,8 +25,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from infralens.fit import gpu_memory
 from infralens.plan import ParallelPlan
+from infralens.planner.fit import gpu_memory
 
 DATA = Path(__file__).parent / "data" / "memory_measurements.csv"
 GIB = 2**30

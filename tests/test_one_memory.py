@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from infralens.fit import gpu_memory
 from infralens.plan import ParallelPlan
+from infralens.planner.fit import gpu_memory
+from infralens.planner.step import estimate
 from infralens.precision import DEFAULT_RECIPE
-from infralens.step import estimate
 from infralens.topology import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,7 +198,7 @@ def test_no_plan_skips_the_memory_check() -> None:
 
 def _published(meta: bool) -> list[tuple[str, int, int]]:
     """(run, bytes predicted, HBM) for the published runs, Meta's 405B rows or the others."""
-    import infralens.step_validation as sv
+    import infralens.planner.step_validation as sv
 
     out = []
     for row in sv.load_runs(DATA / "training_runs.csv"):

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from infralens import _step_terms
-from infralens.fit import gpu_memory
 from infralens.memory import activation_bytes
 from infralens.model import PRESETS, TransformerConfig
 from infralens.pipeline_memory import chunk_layers, in_flight, layers_in_flight, stage_layers
 from infralens.plan import ParallelPlan
+from infralens.planner import _step_terms
+from infralens.planner.fit import gpu_memory
+from infralens.planner.step import estimate
 from infralens.stage_balance import megatron_split
-from infralens.step import estimate
 from infralens.topology import Cluster
 
 GB = 10**9
@@ -188,8 +188,8 @@ def test_one_stage_is_priced_as_one_micro_batch_of_the_whole_model() -> None:
 
 def test_the_plan_file_takes_the_embedding_and_loss_flags(tmp_path: pytest.TempPathFactory) -> None:
     pytest.importorskip("yaml")
-    from infralens.design import fill_worksheet
-    from infralens.plan_file import load_plan_file
+    from infralens.planner.design import fill_worksheet
+    from infralens.planner.plan_file import load_plan_file
 
     text = (
         "node_shape: 3_nodes_x_8_gpus\nworld_size: 24\n"

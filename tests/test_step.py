@@ -1,4 +1,4 @@
-"""infralens.compute and infralens.step against papers, NCCL's model and published runs."""
+"""infralens.compute and infralens.planner.step against papers, NCCL's model and published runs."""
 
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ from infralens.compute import (
     model_flops_per_token,
 )
 from infralens.elementwise import elementwise_bytes
-from infralens.fit import gpu_memory
 from infralens.hardware import GPUS, MAMF_BF16, SYSTEMS, matmul_ceiling
 from infralens.megatron_formulas import megatron_flops_per_iteration
 from infralens.model import PRESETS, TransformerConfig
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
-from infralens.step import estimate, group_of
-from infralens.step_validation import check_run, load_runs
+from infralens.planner.fit import gpu_memory
+from infralens.planner.step import estimate, group_of
+from infralens.planner.step_validation import check_run, load_runs
 from infralens.topology import Cluster
 
 DATA = Path(__file__).parent / "data" / "training_runs.csv"
@@ -325,7 +325,7 @@ def test_tells_apart_is_the_interquartile_ratio_of_the_published_misses() -> Non
     # rank's "closer than the model can tell apart" is read off the validation data
     import statistics
 
-    from infralens.ranking import TELLS_APART
+    from infralens.planner.ranking import TELLS_APART
 
     errors = [check_run(r).error for r in RUNS]
     q1, _, q3 = statistics.quantiles(errors, n=4)

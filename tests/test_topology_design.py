@@ -1,4 +1,4 @@
-"""infralens.topology and infralens.design: tiers, collective times, the worksheet."""
+"""infralens.topology and infralens.planner.design: tiers, collective times, the worksheet."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from infralens.design import Workload, compare, fill_worksheet, render_markdown
 from infralens.hardware import SYSTEMS
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
+from infralens.planner.design import Workload, compare, fill_worksheet, render_markdown
+from infralens.planner.worksheet import STEP_TERMS
 from infralens.topology import Cluster, parse_node_shape
-from infralens.worksheet import STEP_TERMS
 
 GB = 10**9
 H100 = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
@@ -203,7 +203,7 @@ def test_the_worksheets_dp_seconds_are_the_steps_without_overlap(change: dict[st
     """With nothing hidden behind the backward, the step's DP term is the worksheet's DP rows
     added up, FP8 delayed scaling's amax all-reduces included (the shard is padded in one and
     not the other, hence the tolerance)."""
-    from infralens.step import estimate
+    from infralens.planner.step import estimate
 
     plan = ParallelPlan(tp=8, pp=4, dp=2)
     work = Workload(**{**WORK.__dict__, **change})
@@ -274,7 +274,7 @@ def _table(text: str, header: str) -> list[list[str]]:
 
 
 def test_lab12_worksheet_page_holds_both_tables_with_the_packages_numbers() -> None:
-    from infralens.plan_file import load_plan_file, worksheet_page
+    from infralens.planner.plan_file import load_plan_file, worksheet_page
 
     starter = (
         Path(__file__).resolve().parents[1] / "labs_src" / "starters" / "parallelism_plan.yaml"
@@ -324,7 +324,7 @@ def test_lab12_worksheet_page_holds_both_tables_with_the_packages_numbers() -> N
 def test_a_pipeline_that_leaves_its_node_is_priced_on_its_network_hop() -> None:
     """TP 2 and PP 8 on two 8-GPU nodes: stages 0-3 share node 0 and 4-7 node 1, so one
     boundary, ranks 6 to 8, crosses the network, and the stages beside it wait on it."""
-    from infralens._step_groups import ring_hop
+    from infralens.planner._step_groups import ring_hop
 
     cluster = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     plan = ParallelPlan(tp=2, pp=8)
@@ -342,7 +342,7 @@ def test_a_pipeline_that_leaves_its_node_is_priced_on_its_network_hop() -> None:
 def test_the_blank_worksheet_states_the_plan_files_workload_and_its_memory_formula() -> None:
     """The starter names the job it is for, so its memory step can be filled by hand, and
     its formula lands within 2 % of the package's count for the starter plan."""
-    from infralens.plan_file import load_plan_file
+    from infralens.planner.plan_file import load_plan_file
 
     starters = Path(__file__).resolve().parents[1] / "labs_src" / "starters"
     text = (starters / "topology_design_worksheet.md").read_text(encoding="utf-8")

@@ -13,9 +13,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.design import fill_worksheet
 from infralens.plan import ParallelPlan
-from infralens.plan_file import load_plan_file
+from infralens.planner.design import fill_worksheet
+from infralens.planner.plan_file import load_plan_file
 
 STARTER = Path("../../labs_src/starters/parallelism_plan.yaml")  # figures run in _figures/
 _, cluster, work = load_plan_file(STARTER)

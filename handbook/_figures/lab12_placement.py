@@ -9,9 +9,9 @@ import matplotlib.pyplot as plt
 from _draw import PALETTE
 from matplotlib.patches import Rectangle
 
-from infralens.design import fill_worksheet
-from infralens.plan_file import load_plan_file
-from infralens.worksheet_tables import LINK_WORDS
+from infralens.planner.design import fill_worksheet
+from infralens.planner.plan_file import load_plan_file
+from infralens.planner.worksheet_tables import LINK_WORDS
 
 plan, cluster, work = load_plan_file(Path("../../labs_src/starters/parallelism_plan.yaml"))
 assert work is not None

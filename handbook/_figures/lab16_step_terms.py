@@ -1,6 +1,6 @@
 """Lab 16 figure: one predicted step's terms stacked on one clock, for three 70B plans on 64 H100s.
 
-Each bar is :func:`infralens.step.estimate`'s breakdown (compute, exposed TP, bubble,
+Each bar is :func:`infralens.planner.step.estimate`'s breakdown (compute, exposed TP, bubble,
 point-to-point sends, exposed DP, optimizer) for Llama 2 70B on 8 DGX H100 nodes; the
 grey extension is the median miss of the step model on the published runs (the same
 rows as the validation page), where a measured step of the plan would be expected.
@@ -14,9 +14,9 @@ import matplotlib.pyplot as plt
 from _draw import PALETTE
 
 from infralens.plan import ParallelPlan
-from infralens.ranking import rank_plans
-from infralens.step import estimate
-from infralens.step_validation import check_run, load_runs, median_error
+from infralens.planner.ranking import rank_plans
+from infralens.planner.step import estimate
+from infralens.planner.step_validation import check_run, load_runs, median_error
 from infralens.topology import Cluster
 
 # The plot directive runs this script from handbook/_figures.

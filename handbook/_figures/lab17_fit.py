@@ -5,8 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.fit import HBM_BYTES, gpu_memory
 from infralens.plan import ParallelPlan
+from infralens.planner.fit import HBM_BYTES, gpu_memory
 
 RECIPES = ("zero-paper", "megatron-bf16", "megatron-bf16-distopt", "fsdp2")
 CASES = [(m, n) for m in ("llama3-8b", "llama3-70b") for n in (8, 64)]

@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
-from infralens.step_validation import check_run, load_runs
+from infralens.planner.step_validation import check_run, load_runs
 
 # The plot directive runs this script from handbook/_figures.
 checks = [check_run(r) for r in load_runs(Path("../../tests/data/training_runs.csv"))]

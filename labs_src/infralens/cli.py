@@ -21,12 +21,12 @@ from typing import Any, NoReturn
 from infralens._typecheck import typed
 from infralens._validate import check_choice, positive_int, positive_number
 from infralens.batch import grad_accum_steps_for
-from infralens.fit import HBM_BYTES, gpu_memory, render
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS
-from infralens.plan_file import _report, _text, load_plan_file
+from infralens.planner.fit import HBM_BYTES, gpu_memory, render
+from infralens.planner.plan_file import _report, _text, load_plan_file
+from infralens.planner.ranking import RankedPlan, plan_yaml, rank_plans
 from infralens.precision import DEFAULT_RECIPE, RECIPES
-from infralens.ranking import RankedPlan, plan_yaml, rank_plans
 from infralens.topology import Cluster
 
 __all__ = ["main", "memory_report", "rank_report"]
@@ -46,7 +46,7 @@ def memory_report(
     global batch, schedule, recomputation, sequence parallelism, stage layers and the
     recipe come from the file's ``training`` section when it has one (otherwise the
     model's own sequence length, micro-batch 1, no recomputation), the recipe from
-    *recipe* when given. The count is :func:`infralens.fit.gpu_memory`, the one
+    *recipe* when given. The count is :func:`infralens.planner.fit.gpu_memory`, the one
     ``plan`` and ``rank`` use, so the three agree.
 
     >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16", "h100-sxm5-80gb")
@@ -136,7 +136,7 @@ def rank_report(
 
 def _table(args: tuple[str, str, int, int, int, int, str | None, int], ranked: list[RankedPlan]
            ) -> str:  # fmt: skip
-    from infralens.ranking import render as render_ranking
+    from infralens.planner.ranking import render as render_ranking
 
     model, system, gpus, seq_len, global_batch, micro_batch, recipe, _ = args
     head = (

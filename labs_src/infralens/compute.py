@@ -106,7 +106,7 @@ def model_flops_per_token(
     FLOPs a causal model needs, and the count FlashAttention's papers use.
     PaLM's full count credits FLOPs a block-skipping kernel never runs, so
     at long context it can exceed what the GPUs execute (an MFU above 1);
-    :func:`infralens.step.estimate` uses the causal count.
+    :func:`infralens.planner.step.estimate` uses the causal count.
 
     >>> from infralens.model import PRESETS
     >>> m = PRESETS["llama3-8b"]

@@ -25,7 +25,6 @@ from fractions import Fraction
 
 from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
-from infralens.design import Workload, fill_worksheet
 from infralens.goodput import (
     expected_loss_per_failure,
     observed_mtbf_seconds,
@@ -35,6 +34,7 @@ from infralens.memory import activation_bytes_per_layer
 from infralens.nccl import predict
 from infralens.operations import find_straggler, hang_culprits
 from infralens.plan import ParallelPlan
+from infralens.planner.design import Workload, fill_worksheet
 from infralens.topology import Cluster
 from infralens.zero import model_state_bytes
 

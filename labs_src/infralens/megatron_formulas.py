@@ -5,7 +5,7 @@ the parameter count (Eq. 2), the FLOPs of one training iteration with full
 activation recomputation (Eq. 3), and the end-to-end training time at a
 sustained per-GPU rate (Eq. 4). Each is written here as the paper prints it,
 so Table 1's model sizes and the paper's two training-time examples can be
-checked, and the step model's A100 validation (:mod:`infralens.step_validation`)
+checked, and the step model's A100 validation (:mod:`infralens.planner.step_validation`)
 can count achieved FLOP/s the way the paper did.
 
 The GPT shape they assume: a 4h MLP with biases, two LayerNorms per layer,

@@ -8,7 +8,7 @@ first and last stages (:func:`stage_layers`), each stage's layers split into v
 model chunks (:func:`chunk_layers`). Its schedule keeps a number of chunk
 micro-batches' activations alive on each rank (:func:`in_flight`);
 :func:`layers_in_flight` counts the layers they hold, the number
-:func:`infralens.fit.gpu_memory` multiplies by one layer's activations.
+:func:`infralens.planner.fit.gpu_memory` multiplies by one layer's activations.
 
 >>> split = stage_layers(126, 16, first=7, last=7)    # Llama 3 405B on 16 stages
 >>> split[0], split[1], split[-1], sum(split)

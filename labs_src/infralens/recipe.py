@@ -63,7 +63,7 @@ class Recipe:
     ``elementwise`` the element-wise kernels (:data:`infralens.elementwise.ELEMENTWISE_KERNELS`),
     ``grad_reduce_in_fp32`` the gradient-reduction dtype and ``fixed_bytes`` what the
     framework holds whatever the model's size (DeepSpeed's gradient bucket and ZeRO-3's
-    gathered parameters), which :func:`infralens.fit.gpu_memory` adds to the model states.
+    gathered parameters), which :func:`infralens.planner.fit.gpu_memory` adds to the model states.
     An FP8 recipe names its ``scaling`` (:data:`SCALINGS`) and, for delayed scaling, the
     ``amax_history`` length.
     """

@@ -220,7 +220,7 @@ def layer_seconds(
     2 FLOPs per parameter per token forward, twice that backward, split over
     ``tp = len(tp_group)`` ranks (attention scores are left out), at the rate
     the caller says the GEMMs sustain: the measured ceiling
-    :data:`infralens.hardware.MAMF_BF16`, as :func:`infralens.step.estimate`
+    :data:`infralens.hardware.MAMF_BF16`, as :func:`infralens.planner.step.estimate`
     prices them, or the dense datasheet peak for a bound that no kernel reaches.
     ``communication`` sums :func:`infralens.nccl.predict` over every
     collective of :func:`layer_collectives` on *tp_group*: NCCL's algorithm

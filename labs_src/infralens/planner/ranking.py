@@ -3,7 +3,7 @@
 :func:`rank_plans` walks :func:`infralens.plan.enumerate_plans` (TP inside a
 node), keeps the plans whose degrees divide the model and the batch and
 whose busiest GPU fits its HBM, prices each with
-:func:`infralens.step.estimate` under Megatron's distributed optimizer
+:func:`infralens.planner.step.estimate` under Megatron's distributed optimizer
 (ZeRO-1) and under FSDP (ZeRO-3), with selective or full recomputation and,
 where the layers allow, interleaving, and returns the fastest.
 
@@ -30,9 +30,9 @@ from infralens.hardware import SYSTEMS
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan, enumerate_plans
+from infralens.planner.step import estimate
+from infralens.planner.step_result import Estimate
 from infralens.precision import DEFAULT_RECIPE, RECIPES
-from infralens.step import estimate
-from infralens.step_result import Estimate
 from infralens.topology import Cluster
 
 __all__ = [

@@ -4,7 +4,7 @@ A plan is a few dozen keys, so :func:`check_size` refuses text whose lines, keys
 flow items would make the parser's work grow past that, and :func:`plan_loader` builds a
 ``SafeLoader`` without aliases, nested at most :data:`MAX_PLAN_DEPTH` deep, that turns
 only decimal integers, decimal floats, booleans and null into values (base-60 numbers
-and dates stay strings). :func:`infralens.plan_file.load_plan_file` uses both.
+and dates stay strings). :func:`infralens.planner.plan_file.load_plan_file` uses both.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A plan file gives the machine (``world_size``, ``node_shape`` and an optional
 (PyYAML, no aliases, at most :data:`MAX_PLAN_BYTES`); :func:`parse_plan` checks
 it and builds the :class:`~infralens.plan.ParallelPlan`, the
 :class:`~infralens.topology.Cluster` and the optional
-:class:`~infralens.design.Workload`. ``python -m infralens plan`` prints the
+:class:`~infralens.planner.design.Workload`. ``python -m infralens plan`` prints the
 placement and the groups they give.
 
 >>> plan, cluster, _ = parse_plan({"world_size": 8, "node_shape": "1_nodes_x_8_gpus",
@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from infralens._files import read_text
-from infralens._plan_yaml import check_size, plan_loader
 from infralens._typecheck import typed
 from infralens._validate import describe, positive_int
-from infralens.design import Workload, fill_worksheet, render_markdown
 from infralens.model import PRESETS
 from infralens.plan import AXES, FREQUENCY, ParallelPlan
+from infralens.planner._plan_yaml import check_size, plan_loader
+from infralens.planner.design import Workload, fill_worksheet, render_markdown
+from infralens.planner.worksheet_tables import worksheet_tables
 from infralens.topology import Cluster
-from infralens.worksheet_tables import worksheet_tables
 
 __all__ = [
     "MAX_PLAN_BYTES",
@@ -247,7 +247,7 @@ def worksheet_page(path: str | Path) -> str:
     """The filled worksheet of a plan file with a ``training`` section, as MyST tables.
 
     The handbook writes Lab 12's worksheet with this at build time, so its
-    numbers are the package's (:func:`infralens.worksheet_tables.worksheet_tables`).
+    numbers are the package's (:func:`infralens.planner.worksheet_tables.worksheet_tables`).
 
     >>> text = worksheet_page("labs_src/starters/parallelism_plan.yaml")
     >>> [row.split(" | ")[0] for row in text.splitlines() if row.startswith("| TP ")]

@@ -1,4 +1,4 @@
-"""Published training runs against :func:`infralens.step.estimate`: every row and its error.
+"""Published training runs against :func:`infralens.planner.step.estimate`: every row and its error.
 
 ``tests/data/training_runs.csv`` holds published throughput of real training
 runs, each with its source, hardware, model, plan, batch and what had to be
@@ -34,8 +34,8 @@ from infralens.hardware import SYSTEMS
 from infralens.megatron_formulas import megatron_flops_per_iteration
 from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
+from infralens.planner.step import estimate
 from infralens.precision import RECIPES
-from infralens.step import estimate
 from infralens.topology import Cluster
 
 MAX_CSV_BYTES = 16 * 2**20

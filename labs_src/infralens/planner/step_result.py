@@ -1,4 +1,4 @@
-"""What :func:`infralens.step.estimate` returns: one step's seconds by cause, and its rates.
+"""What :func:`infralens.planner.step.estimate` returns: one step's seconds by cause, and its rates.
 
 :class:`Breakdown` holds the seconds each cause puts on the critical path; they add up
 to the step. :class:`Estimate` adds what a reader compares: MFU and HFU, TFLOP/s and
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from infralens import _step_checks as checks
 from infralens._typecheck import check_fields
 from infralens._validate import positive_int
+from infralens.planner import _step_checks as checks
 
 __all__ = ["Breakdown", "Estimate"]
 

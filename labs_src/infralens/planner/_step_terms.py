@@ -1,4 +1,4 @@
-"""The terms of :func:`infralens.step.estimate`: a micro-batch's compute, what each axis
+"""The terms of :func:`infralens.planner.step.estimate`: a micro-batch's compute, what each axis
 sends, how much of it the step cannot hide, and the optimizer's step.
 
 Every function returns seconds. The collectives are priced by
@@ -268,7 +268,7 @@ def data_parallel(
     grad_bytes: int,
     gather_bytes: int = BF16,
 ) -> float:
-    """Exposed DP or FSDP communication of one step (see :mod:`infralens.step`).
+    """Exposed DP or FSDP communication of one step (see :mod:`infralens.planner.step`).
 
     FSDP (``zero_stage`` 3): per layer an all-gather of *gather_bytes* per element
     (2, or 1 for FP8 parameters) forward and backward

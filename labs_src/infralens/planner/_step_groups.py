@@ -1,8 +1,8 @@
-"""The rank groups :func:`infralens.step.estimate` prices its collectives over.
+"""The rank groups :func:`infralens.planner.step.estimate` prices its collectives over.
 
 Every collective is priced on real ranks, so :func:`infralens.nccl.predict` sees the
 links between them: one axis's group through rank 0 (:func:`group_of`, exported by
-:mod:`infralens.step`), the hop that paces a ring over it (:func:`ring_hop`), and the
+:mod:`infralens.planner.step`), the hop that paces a ring over it (:func:`ring_hop`), and the
 group delayed FP8 scaling reduces its amax over (:func:`amax_group`).
 
 >>> from infralens.plan import ParallelPlan

@@ -1,7 +1,7 @@
 """The filled worksheet as MyST tables: axes, traffic, the step's terms and memory.
 
-:func:`worksheet_tables` writes out a :class:`~infralens.worksheet.Worksheet` that
-:func:`infralens.design.fill_worksheet` filled; it prices nothing, reading every
+:func:`worksheet_tables` writes out a :class:`~infralens.planner.worksheet.Worksheet` that
+:func:`infralens.planner.design.fill_worksheet` filled; it prices nothing, reading every
 number from the sheet and its step estimate.
 
 How each link reads in the tables:
@@ -13,8 +13,8 @@ How each link reads in the tables:
 from __future__ import annotations
 
 from infralens._typecheck import typed
-from infralens.step_result import Estimate
-from infralens.worksheet import STEP_TERMS, Worksheet
+from infralens.planner.step_result import Estimate
+from infralens.planner.worksheet import STEP_TERMS, Worksheet
 
 __all__ = ["worksheet_tables"]
 
@@ -55,10 +55,10 @@ def worksheet_tables(sheet: Worksheet) -> str:
     (share = term / step).
     The step table lists every nonzero term; the largest bounds the step.
 
-    >>> from infralens.design import fill_worksheet
+    >>> from infralens.planner.design import fill_worksheet
     >>> from infralens.plan import ParallelPlan
     >>> from infralens.topology import Cluster
-    >>> from infralens.worksheet import Workload
+    >>> from infralens.planner.worksheet import Workload
     >>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
     ...              micro_batch_size=1, global_batch_size=16)
     >>> two_nodes = Cluster.from_node_shape("2_nodes_x_8_gpus")

@@ -1,4 +1,4 @@
-"""What :func:`infralens.step.estimate` checks: a plan before it is priced, a step after.
+"""What :func:`infralens.planner.step.estimate` checks: a plan before it is priced, a step after.
 
 Before pricing, the plan must fill the cluster, give every pipeline stage chunk whole
 layers (the same number unless stages are uneven) and every TP rank whole heads, and
@@ -21,11 +21,11 @@ from infralens._validate import (
     nonnegative_number,
     positive_int,
 )
-from infralens.fit import gpu_memory, shortfall
 from infralens.hardware import GPU, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.pipeline_memory import stage_layers
 from infralens.plan import ParallelPlan
+from infralens.planner.fit import gpu_memory, shortfall
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.recipe import Recipe
 from infralens.stage_balance import even_split
@@ -178,7 +178,7 @@ def fitted_memory(
     embedding: bool = False,
     loss: bool = False,
 ) -> int:
-    """Bytes on the busiest GPU (:func:`infralens.fit.gpu_memory`, the planner's one count);
+    """Bytes on the busiest GPU (:func:`infralens.planner.fit.gpu_memory`, the planner's one count);
     ``ValueError`` saying by how much if it does not fit."""
     mem = gpu_memory(
         model, plan, recipe, seq_len=seq_len, micro_batch_size=micro_batch_size,

@@ -1,7 +1,7 @@
 """The worksheet's records: the workload, the axis and communication rows, the filled sheet.
 
-:func:`infralens.design.fill_worksheet` fills these and
-:func:`infralens.worksheet_tables.worksheet_tables` writes them out as tables; they
+:func:`infralens.planner.design.fill_worksheet` fills these and
+:func:`infralens.planner.worksheet_tables.worksheet_tables` writes them out as tables; they
 hold no pricing logic beyond resolving the workload's model.
 
 >>> Workload(num_params=68_976_648_192, layers=80, hidden=8192, heads=64, seq_len=4096,
@@ -14,16 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._step_checks import RECIPE
 from infralens._typecheck import check_fields
 from infralens._validate import check_choice, describe, positive_int
-from infralens.fit import HBM_BYTES
 from infralens.memory import RECOMPUTE
 from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
+from infralens.planner._step_checks import RECIPE
+from infralens.planner.fit import HBM_BYTES
+from infralens.planner.step_result import Estimate
 from infralens.precision import RECIPES
 from infralens.recipe import Recipe
-from infralens.step_result import Estimate
 from infralens.zero import STAGES
 
 __all__ = [
@@ -78,7 +78,7 @@ STEP_TERMS = {
     "dp": "exposed DP/FSDP communication",
     "optimizer": "optimizer step",
 }
-"""How each term of :class:`infralens.step_result.Breakdown` is named on the worksheet."""
+"""How each term of :class:`infralens.planner.step_result.Breakdown` is named on the worksheet."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Workload:
     def resolved_recipe(self) -> Recipe:
         """The recipe memory and the step are counted for: ``recipe``, ``zero-paper`` at
         ``zero_stage`` (``zero-paper-1`` …), or, left empty, the one ``zero_stage`` stands
-        for in :func:`infralens.step.estimate` (stage 1: the default recipe)."""
+        for in :func:`infralens.planner.step.estimate` (stage 1: the default recipe)."""
         if self.recipe == "zero-paper" and self.zero_stage:
             return RECIPES[f"zero-paper-{self.zero_stage}"]
         return RECIPES[self.recipe or RECIPE[self.zero_stage]]

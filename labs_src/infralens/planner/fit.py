@@ -1,7 +1,7 @@
 """Will it fit: the bytes one GPU holds for a dense model under a parallel plan and a recipe.
 
-:func:`gpu_memory` is the planner's one memory count: :func:`infralens.step.estimate`,
-:func:`infralens.ranking.rank_plans`, the design worksheet and the ``plan``,
+:func:`gpu_memory` is the planner's one memory count: :func:`infralens.planner.step.estimate`,
+:func:`infralens.planner.ranking.rank_plans`, the design worksheet and the ``plan``,
 ``memory`` and ``rank`` commands all call it, with the same
 :class:`~infralens.recipe.Recipe` (default
 :data:`~infralens.precision.DEFAULT_RECIPE`), so they cannot disagree.

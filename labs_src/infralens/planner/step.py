@@ -61,9 +61,6 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from infralens import _step_checks as checks
-from infralens import _step_terms as comm
-from infralens._step_groups import amax_group, group_of, ring_hop
 from infralens._validate import (
     check_choice,
     flag,
@@ -81,8 +78,11 @@ from infralens.hardware import matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan
+from infralens.planner import _step_checks as checks
+from infralens.planner import _step_terms as comm
+from infralens.planner._step_groups import amax_group, group_of, ring_hop
+from infralens.planner.step_result import Breakdown, Estimate
 from infralens.recipe import Recipe
-from infralens.step_result import Breakdown, Estimate
 from infralens.topology import Cluster
 
 T = TypeVar("T")
@@ -137,7 +137,7 @@ def estimate(
     *recipe* (a :data:`infralens.precision.RECIPES` name or a
     :class:`~infralens.recipe.Recipe`) sets the ZeRO stage, the gradient-reduction
     dtype, the element-wise kernels and the memory count
-    (:func:`infralens.fit.gpu_memory`); left out, a bare *zero_stage* picks the recipe
+    (:func:`infralens.planner.fit.gpu_memory`); left out, a bare *zero_stage* picks the recipe
     it always stood for, and with neither the default
     (:data:`~infralens.precision.DEFAULT_RECIPE`) applies. *grad_reduce_in_fp32* and
     *elementwise*, when given, override the recipe's. *first_stage_layers* /

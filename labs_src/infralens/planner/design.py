@@ -26,7 +26,7 @@ Each traffic row counts its calls per step and says what a profiler trace would 
 >>> tp.risk.split(";")[0]
 "in a trace: NCCL all-gather kernels between every layer's GEMMs, which wait for them"
 
-Communication and the bubble are priced by :func:`infralens.step.estimate`
+Communication and the bubble are priced by :func:`infralens.planner.step.estimate`
 (collectives through :func:`infralens.nccl.predict`); the worksheet prices
 nothing itself. The table shows each collective's full time, the step
 table what is left exposed after overlap.
@@ -37,20 +37,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from infralens._step_groups import amax_group, ring_hop
-from infralens._step_terms import amax_reduction
 from infralens._typecheck import typed
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
-from infralens.fit import HBM_BYTES, gpu_memory
 from infralens.fp8 import amax_bytes
 from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
 from infralens.plan import ParallelPlan
-from infralens.sharding import padded_shard_size
-from infralens.step import estimate
-from infralens.topology import Cluster
-from infralens.worksheet import (
+from infralens.planner._step_groups import amax_group, ring_hop
+from infralens.planner._step_terms import amax_reduction
+from infralens.planner.fit import HBM_BYTES, gpu_memory
+from infralens.planner.step import estimate
+from infralens.planner.worksheet import (
     REASONS,
     RECIPE_STAGE,
     STEP_TERMS,
@@ -60,6 +58,8 @@ from infralens.worksheet import (
     Workload,
     Worksheet,
 )
+from infralens.sharding import padded_shard_size
+from infralens.topology import Cluster
 from infralens.zero import step_collectives
 
 __all__ = [
@@ -108,8 +108,8 @@ def fill_worksheet(
 ) -> Worksheet:
     """Fill the axis table, communication table and memory for *plan* on *cluster*.
 
-    Memory is :func:`infralens.fit.gpu_memory` for the workload's recipe
-    (:meth:`~infralens.worksheet.Workload.resolved_recipe`; ``zero-paper`` with
+    Memory is :func:`infralens.planner.fit.gpu_memory` for the workload's recipe
+    (:meth:`~infralens.planner.worksheet.Workload.resolved_recipe`; ``zero-paper`` with
     ``zero_stage`` is the ZeRO paper's table), the count ``estimate`` and the
     ``memory`` command use: model states (with FSDP's gathered units and gradient
     buffers) and activations (with the logits) of the busiest stage. The bubble is
@@ -157,7 +157,7 @@ def fill_worksheet(
         last_stage_layers=work.last_stage_layers, check_memory=False,
         account_for_embedding=work.account_for_embedding, account_for_loss=work.account_for_loss,
     )  # fmt: skip
-    # Memory: the planner's one count (infralens.fit.gpu_memory), as estimate and the
+    # Memory: the planner's one count (infralens.planner.fit.gpu_memory), as estimate and the
     # memory command take it; the bubble as estimate prices it, (p - 1)/(v·m).
     mem = gpu_memory(
         cfg, plan, recipe, seq_len=work.seq_len, micro_batch_size=b,
@@ -195,7 +195,7 @@ def fill_worksheet(
         # (collective, bytes a call, calls per step, how the count is made)
         calls: list[tuple[str, int, int, str]] = []
         # [start:tp-calls]
-        # TP: S = b·s·h·e bytes a call, 2 calls a layer in each pass (infralens.step)
+        # TP: S = b·s·h·e bytes a call, 2 calls a layer in each pass (as the step)
         passes = 3 if work.recompute == "full" else 2
         tp_calls, S = 2 * passes * stage_layers * m, b * s * h * e
         split = "2 forward, 2 backward" + (", 2 recomputed" if passes == 3 else "")
