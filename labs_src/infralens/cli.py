@@ -16,20 +16,20 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from infralens._typecheck import typed
 from infralens._validate import check_choice, positive_int, positive_number
-from infralens.batch import grad_accum_steps_for
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS
 from infralens.planner.fit import HBM_BYTES, gpu_memory, render
+from infralens.planner.job import Job
 from infralens.planner.plan_file import _report, _text, load_plan_file
 from infralens.planner.ranking import RankedPlan, plan_yaml, rank_plans
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.topology import Cluster
 
-__all__ = ["main", "memory_report", "rank_report"]
+__all__ = ["job_of", "main", "memory_report", "rank_report"]
 
 
 @typed
@@ -37,79 +37,73 @@ def memory_report(
     model: str | None,
     path: str | Path,
     recipe: str | None,
-    gpu: str,
+    gpu: str | None = None,
     hbm_gb: float | None = None,
 ) -> str:
     """The per-GPU memory of the plan in *path*, as text (``memory`` command).
 
-    The model is *model* or the file's ``training.model``; sequence length, micro-batch,
-    global batch, schedule, recomputation, sequence parallelism, stage layers and the
-    recipe come from the file's ``training`` section when it has one (otherwise the
-    model's own sequence length, micro-batch 1, no recomputation), the recipe from
-    *recipe* when given. The count is :func:`infralens.planner.fit.gpu_memory`, the one
-    ``plan`` and ``rank`` use, so the three agree.
+    The :class:`~infralens.planner.job.Job` is the file's (:func:`job_of`); the count is
+    :func:`infralens.planner.fit.gpu_memory`, the one ``plan`` and ``rank`` use, so the
+    three agree. It is judged against *hbm_gb*, else preset *gpu*, else the job's GPU
+    (the file's cluster, or its ``training.gpu``).
 
     >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16", "h100-sxm5-80gb")
     Traceback (most recent call last):
     ...
     ValueError: no such plan file: 'no/such/plan.yaml'
     """
-    plan, _, work = load_plan_file(path)
-    if model is not None:
-        check_choice("model", model, tuple(PRESETS))
-    if (
-        work is not None
-        and model is not None
-        and work.model
-        and work.model != model
-    ):
-        raise ValueError(
-            f"--model {model!r} contradicts the plan file's model {work.model!r}"
-        )
-    if model is None and work is None:
-        raise ValueError(
-            "name a model: --model NAME, or a 'training' section in the plan file"
-        )
-    if model is not None:
-        config, name = PRESETS[model], model
-    else:  # the file's model: its preset, or the shape its training section gives
-        assert work is not None
-        config = work.config()
-        name = work.model or next(
-            (k for k, v in PRESETS.items() if v == config), "the file's model"
-        )
-    job: dict[str, Any] = {"seq_len": config.seq_len, "micro_batch_size": 1}
-    chosen = DEFAULT_RECIPE
-    if work is not None:
-        chosen = work.resolved_recipe().name
-        job = {
-            "seq_len": work.seq_len,
-            "micro_batch_size": work.micro_batch_size,
-            "recompute": work.recompute,
-            "sequence_parallel": work.sequence_parallel and plan.tp > 1,
-            "microbatches": grad_accum_steps_for(
-                global_batch_size=work.global_batch_size,
-                micro_batch_size=work.micro_batch_size, dp_size=plan.dp,
-            ),
-            "chunks": work.chunks,
-            "first_stage_layers": work.first_stage_layers,
-            "last_stage_layers": work.last_stage_layers,
-            "account_for_embedding": work.account_for_embedding,
-            "account_for_loss": work.account_for_loss,
-        }  # fmt: skip
-    if recipe is not None:
-        chosen = check_choice("recipe", recipe, tuple(RECIPES))
-    breakdown = gpu_memory(config, plan, chosen, **job)
+    job = job_of(model, path, recipe)
+    if gpu is not None:
+        job = replace(job, gpu=check_choice("gpu", gpu, tuple(HBM_BYTES)))
+    breakdown = gpu_memory(job)
     if hbm_gb is None:
-        capacity, where = HBM_BYTES[check_choice("gpu", gpu, tuple(HBM_BYTES))], gpu
+        capacity, where = job.hbm_bytes, job.gpu_key
     else:
         capacity, where = int(positive_number("hbm_gb", hbm_gb) * 10**9), "--hbm-gb"
+    p, name = job.plan, job.model_name or "the file's model"
+    chosen = job.resolved_recipe()
     head = (
-        f"{name}, tp={plan.tp} cp={plan.cp} pp={plan.pp} dp={plan.dp}, seq_len={job['seq_len']}, "
-        f"micro_batch_size={job['micro_batch_size']}, recipe {chosen}: "
-        f"{RECIPES[chosen].framework}"
+        f"{name}, tp={p.tp} cp={p.cp} pp={p.pp} dp={p.dp}, seq_len={job.seq_len}, "
+        f"micro_batch_size={job.micro_batch_size}, recipe {chosen.name}: "
+        f"{chosen.framework}"
     )
     return head + "\n" + render(breakdown, capacity, where)
+
+
+@typed
+def job_of(model: str | None, path: str | Path, recipe: str | None = None) -> Job:
+    """The :class:`~infralens.planner.job.Job` of the plan file at *path*.
+
+    The file's ``training`` section gives it; *model*, if given, must agree with the
+    file's. Without a ``training`` section, *model* is needed: its own sequence length,
+    micro-batch 1, one micro-batch per stage per replica, no recomputation and no
+    sequence parallelism. *recipe*, when given, replaces the job's.
+
+    >>> job_of(None, "labs_src/starters/parallelism_plan.yaml").plan.tp
+    8
+    """
+    plan, cluster, job = load_plan_file(path)
+    if model is not None:
+        check_choice("model", model, tuple(PRESETS))
+    if job is not None and model is not None:
+        if job.model_name not in (None, model):
+            raise ValueError(
+                f"--model {model!r} contradicts the plan file's model {job.model_name!r}"
+            )
+        job = replace(job, model=PRESETS[model])  # a bare shape takes the preset's
+    if job is None:
+        if model is None:
+            raise ValueError(
+                "name a model: --model NAME, or a 'training' section in the plan file"
+            )
+        config = PRESETS[model]
+        job = Job(config, plan, cluster, seq_len=config.seq_len,
+                  global_batch_size=plan.dp * plan.pp, recompute="none",
+                  sequence_parallel=False)  # fmt: skip
+    if recipe is not None:
+        chosen = check_choice("recipe", recipe, tuple(RECIPES))
+        job = replace(job, recipe=chosen, zero_stage=None)
+    return job
 
 
 @typed
@@ -243,7 +237,8 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     mem_cmd.add_argument("--recipe", default=None,
                          help=f"a recipe (default: the file's, else {DEFAULT_RECIPE})")  # fmt: skip
-    mem_cmd.add_argument("--gpu", default="h100-sxm5-80gb", help="an HBM preset")
+    mem_cmd.add_argument("--gpu", default=None,
+                         help="an HBM preset (default: the file's GPU)")  # fmt: skip
     mem_cmd.add_argument(
         "--hbm-gb", type=float, default=None, help="HBM in GB, instead of --gpu"
     )
@@ -287,14 +282,14 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         return 0
     try:
-        plan, cluster, work = load_plan_file(args.path)
+        plan, cluster, job = load_plan_file(args.path)
         if args.tokens is not None:
-            if work is None:
+            if job is None:
                 raise ValueError(
                     "--tokens needs a 'training' section in the plan file"
                 )
-            work = replace(work, token_budget=positive_int("tokens", args.tokens))
-        report = _report(plan, cluster, work)
+            job = replace(job, token_budget=positive_int("tokens", args.tokens))
+        report = _report(plan, cluster, job)
     except (ValueError, TypeError) as err:
         print(f"infralens plan: {err}", file=sys.stderr)
         return 2
@@ -321,8 +316,7 @@ def _rank(args: argparse.Namespace) -> int:
                 )
             if int(row_text) > len(ranked):
                 raise ValueError(f"--write-plan ROW must be at most {len(ranked)}")
-            text = plan_yaml(ranked[int(row_text) - 1], args.model, args.cluster,
-                             args.seq_len, args.global_batch, args.micro_batch)  # fmt: skip
+            text = plan_yaml(ranked[int(row_text) - 1].job)
             try:
                 Path(path).write_text(text, encoding="utf-8")
             except (OSError, ValueError) as err:

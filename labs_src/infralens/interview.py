@@ -34,7 +34,8 @@ from infralens.memory import activation_bytes_per_layer
 from infralens.nccl import predict
 from infralens.operations import find_straggler, hang_culprits
 from infralens.plan import ParallelPlan
-from infralens.planner.design import Workload, fill_worksheet
+from infralens.planner.design import fill_worksheet
+from infralens.planner.job import Job
 from infralens.topology import Cluster
 from infralens.zero import model_state_bytes
 
@@ -157,17 +158,10 @@ def seventy_b_on_64_gpus() -> Scenario:
     psi = 68_976_648_192
     # [start:price-two-plans]
     cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
-    work = Workload(
-        num_params=psi,
-        layers=80,
-        hidden=8192,
-        heads=64,
-        seq_len=4096,
-        micro_batch_size=1,
-        global_batch_size=512,
-    )
-    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
-    half_tp = fill_worksheet(ParallelPlan(tp=4, pp=8, dp=2), cluster, work)
+    job = Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), cluster, seq_len=4096,
+              global_batch_size=512)  # fmt: skip
+    sheet = fill_worksheet(job)
+    half_tp = fill_worksheet(replace(job, plan=ParallelPlan(tp=4, pp=8, dp=2)))
     step, alt = sheet.step, half_tp.step
     # [end:price-two-plans]
     assert (

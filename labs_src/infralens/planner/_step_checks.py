@@ -25,7 +25,7 @@ from infralens.hardware import GPU, matmul_ceiling
 from infralens.model import TransformerConfig
 from infralens.pipeline_memory import stage_layers
 from infralens.plan import ParallelPlan
-from infralens.planner.fit import gpu_memory, shortfall
+from infralens.planner.fit import _gpu_memory, shortfall
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.recipe import Recipe
 from infralens.stage_balance import even_split
@@ -180,7 +180,7 @@ def fitted_memory(
 ) -> int:
     """Bytes on the busiest GPU (:func:`infralens.planner.fit.gpu_memory`, the planner's one count);
     ``ValueError`` saying by how much if it does not fit."""
-    mem = gpu_memory(
+    mem = _gpu_memory(
         model, plan, recipe, seq_len=seq_len, micro_batch_size=micro_batch_size,
         recompute=recompute, sequence_parallel=sequence_parallel and plan.tp > 1,
         microbatches=microbatches, chunks=chunks, first_stage_layers=first,

@@ -1,7 +1,7 @@
 """The 64-GPU design worksheet, filled by code: axes, links, memory and traffic per step.
 
-Given a dense transformer workload, a cluster and a
-:class:`~infralens.plan.ParallelPlan`,
+Given a :class:`~infralens.planner.job.Job` (a dense transformer, its
+:class:`~infralens.plan.ParallelPlan`, its cluster and batch),
 :func:`fill_worksheet` answers what a design review asks: where each axis's
 groups sit (inside a node or across nodes), which collectives each axis runs,
 how often and over which link, how many bytes of model state and activations
@@ -10,9 +10,9 @@ one GPU holds, and which communication is likely to bound the step.
 >>> from infralens.plan import ParallelPlan
 >>> from infralens.topology import Cluster
 >>> cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
->>> work = Workload(num_params=68_976_648_192, layers=80, hidden=8192, heads=64, seq_len=4096,
-...                 micro_batch_size=1, global_batch_size=512)
->>> sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), cluster, work)
+>>> job = Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), cluster, seq_len=4096,
+...           global_batch_size=512)
+>>> sheet = fill_worksheet(job)
 >>> [(row.axis, row.degree, row.placement) for row in sheet.axes]
 [('tp', 8, 'nvlink'), ('pp', 4, 'network'), ('dp', 2, 'network'), ('zero', 2, 'network')]
 >>> sheet.bottleneck, round(sheet.step.seconds, 1), round(sheet.step.mfu, 2)
@@ -35,6 +35,7 @@ table what is left exposed after overlap.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 
 from infralens._typecheck import typed
@@ -45,8 +46,9 @@ from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
 from infralens.plan import ParallelPlan
 from infralens.planner._step_groups import amax_group, ring_hop
-from infralens.planner._step_terms import amax_reduction
-from infralens.planner.fit import HBM_BYTES, gpu_memory
+from infralens.planner._step_terms import BF16, amax_reduction
+from infralens.planner.fit import gpu_memory
+from infralens.planner.job import Job
 from infralens.planner.step import estimate
 from infralens.planner.worksheet import (
     REASONS,
@@ -55,7 +57,6 @@ from infralens.planner.worksheet import (
     TRACES,
     AxisRow,
     CommRow,
-    Workload,
     Worksheet,
 )
 from infralens.sharding import padded_shard_size
@@ -66,7 +67,7 @@ __all__ = [
     "RECIPE_STAGE",
     "AxisRow",
     "CommRow",
-    "Workload",
+    "Job",
     "Worksheet",
     "compare",
     "fill_worksheet",
@@ -103,13 +104,11 @@ def _slowest(
 
 
 @typed
-def fill_worksheet(
-    plan: ParallelPlan, cluster: Cluster, work: Workload
-) -> Worksheet:
-    """Fill the axis table, communication table and memory for *plan* on *cluster*.
+def fill_worksheet(job: Job) -> Worksheet:
+    """Fill the axis table, communication table and memory for *job*'s plan on its cluster.
 
-    Memory is :func:`infralens.planner.fit.gpu_memory` for the workload's recipe
-    (:meth:`~infralens.planner.worksheet.Workload.resolved_recipe`; ``zero-paper`` with
+    Memory is :func:`infralens.planner.fit.gpu_memory` for the job's recipe
+    (:meth:`~infralens.planner.job.Job.resolved_recipe`; ``zero-paper`` with
     ``zero_stage`` is the ZeRO paper's table), the count ``estimate`` and the
     ``memory`` command use: model states (with FSDP's gathered units and gradient
     buffers) and activations (with the logits) of the busiest stage. The bubble is
@@ -119,6 +118,7 @@ def fill_worksheet(
     not 1 (the worksheet models dense models), the sequence does not split
     over ``cp``, or the batch does not divide.
     """
+    plan, cluster, work = job.plan, job.cluster, job  # work: the batch and options
     plan.check_world_size(cluster.world_size)
     if plan.ep != 1:
         raise ValueError(f"ep must be 1 for a dense workload, got {plan.ep}")
@@ -134,11 +134,11 @@ def fill_worksheet(
     b, s, h, e = (
         work.micro_batch_size,
         work.seq_len // plan.cp,
-        work.hidden,
-        work.bytes_per_element,
+        job.config.hidden,
+        BF16,
     )
-    stage_layers, cfg = padded_shard_size(work.layers, plan.pp), work.config()
-    params = padded_shard_size(work.num_params, plan.tp * plan.pp)
+    stage_layers, cfg = padded_shard_size(job.config.layers, plan.pp), job.config
+    params = padded_shard_size(cfg.num_params(), plan.tp * plan.pp)
     recipe = (
         work.resolved_recipe()
     )  # the step's too: its ZeRO stage and gradient bytes
@@ -147,25 +147,10 @@ def fill_worksheet(
     sp_t = (
         plan.tp if work.sequence_parallel else 1
     )  # a stage sends its sequence shard
-    step = estimate(
-        cfg, plan, cluster, seq_len=work.seq_len,
-        global_batch_size=work.global_batch_size, micro_batch_size=work.micro_batch_size,
-        sequence_parallel=work.sequence_parallel, recompute=work.recompute,
-        schedule=work.schedule, chunks=work.chunks,
-        zero_stage=None if work.recipe else work.zero_stage,
-        recipe=recipe if work.recipe else None, first_stage_layers=work.first_stage_layers,
-        last_stage_layers=work.last_stage_layers, check_memory=False,
-        account_for_embedding=work.account_for_embedding, account_for_loss=work.account_for_loss,
-    )  # fmt: skip
+    step = estimate(job, check_memory=False)
     # Memory: the planner's one count (infralens.planner.fit.gpu_memory), as estimate and the
     # memory command take it; the bubble as estimate prices it, (p - 1)/(v·m).
-    mem = gpu_memory(
-        cfg, plan, recipe, seq_len=work.seq_len, micro_batch_size=b,
-        recompute=work.recompute, sequence_parallel=work.sequence_parallel and plan.tp > 1,
-        microbatches=m, chunks=work.chunks, first_stage_layers=work.first_stage_layers,
-        last_stage_layers=work.last_stage_layers, account_for_embedding=work.account_for_embedding,
-        account_for_loss=work.account_for_loss,
-    )  # fmt: skip
+    mem = gpu_memory(job)
     states = mem.model_states + mem.gathered + mem.grad_buffers
     activations = mem.activations + mem.logits
     bubble = bubble_fraction(stages=plan.pp, microbatches=m, chunks=work.chunks)
@@ -287,27 +272,24 @@ def fill_worksheet(
     bottleneck = step.bottleneck
     return Worksheet(
         plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck,
-        recipe.name, HBM_BYTES[work.gpu], step, work.token_budget,
+        recipe.name, job.hbm_bytes, step, work.token_budget,
     )  # fmt: skip
 
 
 @typed
-def compare(
-    plans: Sequence[ParallelPlan], cluster: Cluster, work: Workload
-) -> list[Worksheet]:
-    """Fill one worksheet per plan, in the order given.
+def compare(plans: Sequence[ParallelPlan], job: Job) -> list[Worksheet]:
+    """Fill one worksheet per plan for *job* (its own plan set aside), in the order given.
 
     >>> from infralens.plan import ParallelPlan
     >>> from infralens.topology import Cluster
     >>> c = Cluster.from_node_shape("8_nodes_x_8_gpus")
-    >>> w = Workload(num_params=68_976_648_192, layers=80, hidden=8192, heads=64, seq_len=4096,
-    ...              micro_batch_size=1, global_batch_size=512)
+    >>> job = Job("llama2-70b", ParallelPlan(dp=64), c, seq_len=4096, global_batch_size=512)
     >>> plans = [ParallelPlan(tp=8, pp=4, dp=2), ParallelPlan(tp=8, pp=8, dp=1),
     ...          ParallelPlan(tp=4, pp=4, dp=4)]
-    >>> [round(s.memory_bytes / 10**9, 1) for s in compare(plans, c, w)]
+    >>> [round(s.memory_bytes / 10**9, 1) for s in compare(plans, job)]
     [37.3, 31.1, 61.6]
     """
-    return [fill_worksheet(p, cluster, work) for p in plans]
+    return [fill_worksheet(replace(job, plan=p)) for p in plans]
 
 
 def _share(sheet: Worksheet) -> str:
@@ -327,9 +309,8 @@ def render_markdown(sheet: Worksheet) -> str:
     >>> from infralens.plan import ParallelPlan
     >>> from infralens.topology import Cluster
     >>> c = Cluster.from_node_shape("1_node_x_8_gpus")
-    >>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
-    ...              micro_batch_size=1, global_batch_size=8)
-    >>> print(render_markdown(fill_worksheet(ParallelPlan(dp=8), c, w)).splitlines()[4])
+    >>> job = Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=2048, global_batch_size=8)
+    >>> print(render_markdown(fill_worksheet(job)).splitlines()[4])
     | DP | 8 | nvlink | replicas (sharded by ZeRO) over the rest; one sync per step |
     """
     lines = ["| Axis | Degree | Placement | Reason |", "| --- | ---: | --- | --- |"]

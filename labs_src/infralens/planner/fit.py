@@ -19,8 +19,11 @@ what the final norm and the output layer save and the loss's fp32 logit-sized
 tensors at its peak (:mod:`infralens.head_memory`). The busiest stage is reported.
 
 >>> from infralens.plan import ParallelPlan
->>> job = dict(seq_len=8192, micro_batch_size=1, recompute="full", sequence_parallel=True)
->>> b = gpu_memory("llama3-70b", ParallelPlan(tp=8, pp=4, dp=2), "megatron-bf16", **job)
+>>> from infralens.planner.job import Job
+>>> from infralens.topology import Cluster
+>>> c = Cluster.from_node_shape("8_nodes_x_8_gpus")
+>>> b = gpu_memory(Job("llama3-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=8192,
+...                    global_batch_size=512, recipe="megatron-bf16", recompute="full"))
 >>> round(b.total / 10**9, 1), fits(b, "h100-sxm5-80gb")
 (42.5, True)
 
@@ -44,6 +47,7 @@ from infralens.memory import _model, activation_bytes
 from infralens.model import TransformerConfig
 from infralens.pipeline_memory import chunk_layers, layers_in_flight
 from infralens.plan import ParallelPlan
+from infralens.planner.job import Job
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.recipe import Recipe, recipe_bytes_of
 
@@ -152,7 +156,64 @@ def _stage(
     # [end:stage-breakdown]
 
 
-def gpu_memory(
+def gpu_memory(job: Job, *, stack: str | None = None) -> Breakdown:
+    """The :class:`Breakdown` of *job*'s busiest pipeline stage: the planner's one count.
+
+    model states = recipe bytes per parameter (over dp·cp) × parameters on the GPU + fixed bytes
+    activations  = ``activation_bytes`` at s/cp × layers in flight + one rebuilt layer
+    head         = ``head_activation_bytes`` at s/cp on the last stage, in activations
+    logits       = ``loss_peak_bytes`` at s/cp on the last stage (1, 3 or 4 fp32 copies)
+
+    The rebuilt layer is the one whose backward runs: what it saves without
+    recomputation less what the policy kept (0 without recomputation). The layers in
+    flight follow Megatron-Core's schedule over each stage's chunks
+    (:func:`infralens.pipeline_memory.layers_in_flight`, at most the job's
+    micro-batches × chunks), the layers per chunk
+    :func:`infralens.pipeline_memory.chunk_layers`: *first_stage_layers* /
+    *last_stage_layers*, or *account_for_embedding* / *account_for_loss*
+    (``--account-for-embedding-in-pipeline-split``, ``-loss-``: a layer fewer on the
+    first / last stage, taken from its first / last chunk).
+
+    >>> from infralens.plan import ParallelPlan
+    >>> from infralens.topology import Cluster
+    >>> node = Cluster.from_node_shape("1_node_x_8_gpus")
+    >>> b = gpu_memory(Job("llama3-8b", ParallelPlan(dp=8), node, seq_len=8192,
+    ...                    global_batch_size=8, recipe="fsdp2", recompute="none"))
+    >>> b.stage, round(b.model_states / 10**9, 2), round(b.gathered / 10**9, 2)
+    ('first', 16.06, 2.97)
+    >>> round(b.grad_buffers / 10**9, 2)      # the root's 2-byte gradients and 4-byte RS input
+    6.3
+    >>> gpu_memory(Job("llama3-8b", ParallelPlan(pp=3), Cluster.from_node_shape(
+    ...     "1_node_x_3_gpus"), seq_len=8, global_batch_size=3, recipe="ddp"))
+    Traceback (most recent call last):
+    ...
+    ValueError: layers must be divisible by pp * chunks: 32 % 3 = 2
+
+    *stack* chooses whose activation count applies (see
+    :func:`infralens.memory.activation_bytes`; default the recipe's; PyTorch's selective
+    count exists for tp = 1 only, so with tp > 1 Megatron's stands in).
+
+    Raises ``ValueError`` for an unknown model, recipe, recompute, attention or stack,
+    ``ep`` above 1, degrees that do not divide the model (layers by pp·chunks per stage;
+    heads, kv_heads and ffn_hidden by tp; the sequence by cp, and by tp with sequence
+    parallelism), or first/last stage layers Megatron-Core would refuse; ``TypeError``
+    for a flag not a bool.
+    """
+    if not isinstance(job, Job):
+        raise TypeError(f"job must be a Job, got {type(job).__name__}")
+    kernel = "materialized" if job.attention == "materialized" else "flash"
+    return _gpu_memory(
+        job.model, job.plan, job.resolved_recipe(), seq_len=job.seq_len,
+        micro_batch_size=job.micro_batch_size, recompute=job.recompute,
+        sequence_parallel=job.sequence_parallel and job.plan.tp > 1, attention=kernel,
+        stack=stack, microbatches=job.microbatches, chunks=job.chunks,
+        first_stage_layers=job.first_stage_layers, last_stage_layers=job.last_stage_layers,
+        account_for_embedding=job.account_for_embedding,
+        account_for_loss=job.account_for_loss,
+    )  # fmt: skip
+
+
+def _gpu_memory(
     model: TransformerConfig | str,
     plan: ParallelPlan,
     recipe: str | Recipe = DEFAULT_RECIPE,
@@ -170,44 +231,7 @@ def gpu_memory(
     account_for_embedding: bool = False,
     account_for_loss: bool = False,
 ) -> Breakdown:
-    """The :class:`Breakdown` of the busiest pipeline stage: the planner's one memory count.
-
-    model states = recipe bytes per parameter (over dp·cp) × parameters on the GPU + fixed bytes
-    activations  = ``activation_bytes`` at s/cp × layers in flight + one rebuilt layer
-    head         = ``head_activation_bytes`` at s/cp on the last stage, in activations
-    logits       = ``loss_peak_bytes`` at s/cp on the last stage (1, 3 or 4 fp32 copies)
-
-    The rebuilt layer is the one whose backward runs: what it saves without
-    recomputation less what the policy kept (0 without recomputation). The layers in
-    flight follow Megatron-Core's schedule over each stage's chunks
-    (:func:`infralens.pipeline_memory.layers_in_flight`, at most all *microbatches* ×
-    *chunks* when given), the layers per chunk
-    :func:`infralens.pipeline_memory.chunk_layers`: *first_stage_layers* /
-    *last_stage_layers*, or *account_for_embedding* / *account_for_loss*
-    (``--account-for-embedding-in-pipeline-split``, ``-loss-``: a layer fewer on the
-    first / last stage, taken from its first / last chunk).
-
-    >>> from infralens.plan import ParallelPlan
-    >>> b = gpu_memory("llama3-8b", ParallelPlan(dp=8), "fsdp2", seq_len=8192, micro_batch_size=1)
-    >>> b.stage, round(b.model_states / 10**9, 2), round(b.gathered / 10**9, 2)
-    ('first', 16.06, 2.97)
-    >>> round(b.grad_buffers / 10**9, 2)      # the root's 2-byte gradients and 4-byte RS input
-    6.3
-    >>> gpu_memory("llama3-8b", ParallelPlan(pp=3), "ddp", seq_len=8, micro_batch_size=1)
-    Traceback (most recent call last):
-    ...
-    ValueError: layers must be divisible by pp * chunks: 32 % 3 = 2
-
-    *stack* chooses whose activation count applies (see
-    :func:`infralens.memory.activation_bytes`; default the recipe's; PyTorch's selective
-    count exists for tp = 1 only, so with tp > 1 Megatron's stands in).
-
-    Raises ``ValueError`` for an unknown model, recipe, recompute, attention or stack,
-    ``ep`` above 1, degrees that do not divide the model (layers by pp·chunks per stage;
-    heads, kv_heads and ffn_hidden by tp; the sequence by cp, and by tp with sequence
-    parallelism), or first/last stage layers Megatron-Core would refuse; ``TypeError``
-    for a flag not a bool.
-    """
+    """:func:`gpu_memory`'s body, with the job as keywords (the step's memory check)."""
     m = _model(model)
     if not isinstance(plan, ParallelPlan):
         raise TypeError(f"plan must be a ParallelPlan, got {type(plan).__name__}")

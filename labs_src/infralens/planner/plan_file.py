@@ -5,8 +5,8 @@ A plan file gives the machine (``world_size``, ``node_shape`` and an optional
 ``training`` section of a design worksheet. :func:`load_plan_file` reads one
 (PyYAML, no aliases, at most :data:`MAX_PLAN_BYTES`); :func:`parse_plan` checks
 it and builds the :class:`~infralens.plan.ParallelPlan`, the
-:class:`~infralens.topology.Cluster` and the optional
-:class:`~infralens.planner.design.Workload`. ``python -m infralens plan`` prints the
+:class:`~infralens.topology.Cluster` and, from the ``training`` section, the
+:class:`~infralens.planner.job.Job` they run. ``python -m infralens plan`` prints the
 placement and the groups they give.
 
 >>> plan, cluster, _ = parse_plan({"world_size": 8, "node_shape": "1_nodes_x_8_gpus",
@@ -30,10 +30,11 @@ from typing import Any
 from infralens._files import read_text
 from infralens._typecheck import typed
 from infralens._validate import describe, positive_int
-from infralens.model import PRESETS
+from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import AXES, FREQUENCY, ParallelPlan
 from infralens.planner._plan_yaml import check_size, plan_loader
-from infralens.planner.design import Workload, fill_worksheet, render_markdown
+from infralens.planner.design import fill_worksheet, render_markdown
+from infralens.planner.job import Job
 from infralens.planner.worksheet_tables import worksheet_tables
 from infralens.topology import Cluster
 
@@ -100,13 +101,19 @@ def _no_unknown(keys: Iterable[object], known: Sequence[str], where: str) -> Non
 
 
 @typed
-def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
-    """Validate a loaded plan file and build its plan, cluster and optional workload.
+def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Job | None]:
+    """Validate a loaded plan file and build its plan, cluster and, with a ``training``
+    section, its :class:`~infralens.planner.job.Job` (on that plan and cluster).
 
-    >>> plan, cluster, work = parse_plan({"world_size": 16, "node_shape": "2_nodes_x_8_gpus",
-    ...                                   "parallelism": {"tp_size": 8, "dp_size": 2}})
-    >>> plan.groups("dp")[0], cluster.world_size, work
+    >>> plan, cluster, job = parse_plan({"world_size": 16, "node_shape": "2_nodes_x_8_gpus",
+    ...                                  "parallelism": {"tp_size": 8, "dp_size": 2}})
+    >>> plan.groups("dp")[0], cluster.world_size, job
     ([0, 8], 16, None)
+    >>> parse_plan({"world_size": 8, "node_shape": "1_nodes_x_8_gpus", "parallelism": {
+    ...     "dp_size": 8}, "training": {"model": "llama3-8b", "chunks": 0}})
+    Traceback (most recent call last):
+    ...
+    ValueError: chunks must be >= 1, got 0
     >>> parse_plan({"world_size": 16, "node_shape": "2_nodes_x_8_gpus",
     ...             "parallelism": {"tp_size": 8, "dp_size": 4}})
     Traceback (most recent call last):
@@ -140,21 +147,61 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Workload | None]:
         raise ValueError(
             f"node_shape gives {cluster.world_size} GPUs but world_size is {top['world_size']}"
         )
-    work = None
+    job = None
     if "training" in top:
         training = _mapping(top["training"], "training")
-        known = set(Workload.__dataclass_fields__)
+        known = {*TRAINING_KEYS, *SHAPE_KEYS}
         unknown_training = sorted(str(k)[:40] for k in set(training) - known)
         if unknown_training:
             raise ValueError(
                 f"training has unknown keys {unknown_training[:5]}; use {sorted(known)}"
             )
-        work = Workload(**_with_preset(dict(training), plan))
-    return plan, cluster, work
+        given = _with_preset(dict(training), plan)
+        options = {k: v for k, v in given.items() if k in TRAINING_KEYS}
+        options["model"] = _shape_model(given)
+        job = Job(plan=plan, cluster=cluster, **options)
+    return plan, cluster, job
 
 
 SHAPE_KEYS = ("num_params", "layers", "hidden", "heads")
 """The model shape a ``training`` section gives, or takes from its ``model`` preset."""
+
+TRAINING_KEYS = tuple(
+    k for k in Job.__dataclass_fields__ if k not in ("plan", "cluster")
+)
+"""The :class:`~infralens.planner.job.Job` fields a ``training`` section may set."""
+
+
+def _shape_model(training: dict[str, Any]) -> TransformerConfig:
+    """The model the step is priced for: the ``model`` preset, else the preset whose size
+    and shape match, else a GPT-shaped stand-in (4h MLP, kv heads = heads) whose
+    vocabulary makes up the parameter count, which must hold ``num_params`` (1 %)."""
+    if training.get("model"):
+        return PRESETS[training["model"]]
+    for name in (*SHAPE_KEYS, "seq_len"):
+        positive_int(name, training[name])
+    shape = tuple(training[k] for k in SHAPE_KEYS)
+    for preset in PRESETS.values():
+        if (
+            preset.num_params(),
+            preset.layers,
+            preset.hidden,
+            preset.heads,
+        ) == shape:
+            return preset
+    n, layers, h, heads = shape
+    body = layers * (12 * h * h + 4 * h) + h
+    vocab = max(1, (n - body) // (2 * h))
+    config = TransformerConfig(layers=layers, hidden=h, heads=heads, kv_heads=heads,
+                               ffn_hidden=4 * h, vocab_size=vocab,
+                               seq_len=training["seq_len"], norm="rmsnorm")  # fmt: skip
+    counted = config.num_params()
+    if abs(counted - n) > n // 100:
+        raise ValueError(
+            f"num_params must match the shape: {layers} layers of hidden {h} "
+            f"(GPT-shaped) hold {counted}, got {n}"
+        )
+    return config
 
 
 def _with_preset(training: dict[str, Any], plan: ParallelPlan) -> dict[str, Any]:
@@ -199,9 +246,7 @@ def _with_preset(training: dict[str, Any], plan: ParallelPlan) -> dict[str, Any]
 
 
 @typed
-def load_plan_file(
-    path: str | Path,
-) -> tuple[ParallelPlan, Cluster, Workload | None]:
+def load_plan_file(path: str | Path) -> tuple[ParallelPlan, Cluster, Job | None]:
     """Read a YAML plan file (needs PyYAML: ``pip install infralens-handbook[plan]``).
 
     >>> load_plan_file("no/such/plan.yaml")
@@ -256,12 +301,12 @@ def worksheet_page(path: str | Path) -> str:
     Raises ``ValueError`` as :func:`load_plan_file` does, or if the file has
     no ``training`` section.
     """
-    plan, cluster, work = load_plan_file(path)
-    if work is None:
+    job = load_plan_file(path)[2]
+    if job is None:
         raise ValueError(
             f"plan file {describe(str(path), 80)} has no 'training' section"
         )
-    return worksheet_tables(fill_worksheet(plan, cluster, work))
+    return worksheet_tables(fill_worksheet(job))
 
 
 def _label(coords: Mapping[str, int]) -> str:
@@ -269,14 +314,10 @@ def _label(coords: Mapping[str, int]) -> str:
 
 
 def _report(
-    plan: ParallelPlan, cluster: Cluster, work: Workload | None
+    plan: ParallelPlan, cluster: Cluster, job: Job | None
 ) -> dict[str, Any]:
     # The worksheet checks the training section: refuse a bad one before listing ranks.
-    sheet = (
-        None
-        if work is None
-        else render_markdown(fill_worksheet(plan, cluster, work))
-    )
+    sheet = None if job is None else render_markdown(fill_worksheet(job))
     grid = [
         [
             _label(plan.coords(node * cluster.gpus_per_node + g))

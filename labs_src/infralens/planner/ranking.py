@@ -22,7 +22,7 @@ ValueError: no feasible plan: every plan failed a divisibility or memory check
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, positive_int
@@ -30,7 +30,8 @@ from infralens.hardware import SYSTEMS
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan, enumerate_plans
-from infralens.planner.step import estimate
+from infralens.planner.job import Job
+from infralens.planner.step import _estimate
 from infralens.planner.step_result import Estimate
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.topology import Cluster
@@ -48,22 +49,53 @@ __all__ = [
 
 @dataclass(frozen=True)
 class RankedPlan:
-    """A feasible plan, the options it was priced with, and its estimate.
+    """A feasible :class:`~infralens.planner.job.Job` and its estimate; the job's plan and
+    options read through (``row.plan``, ``row.recipe``, ...).
 
-    *account_for_embedding_and_loss* marks a pipeline whose layers do not divide by pp:
-    the embedding and the loss each take one layer's slot on the first and last stage."""
+    :attr:`account_for_embedding_and_loss` marks a pipeline whose layers do not divide
+    by pp: the embedding and the loss each take one layer's slot on the first and last
+    stage."""
 
-    plan: ParallelPlan
-    schedule: str
-    chunks: int
-    zero_stage: int
-    recompute: str
+    job: Job
     estimate: Estimate
-    recipe: str = ""
-    account_for_embedding_and_loss: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+    @property
+    def plan(self) -> ParallelPlan:
+        """The job's parallel plan."""
+        return self.job.plan
+
+    @property
+    def schedule(self) -> str:
+        """The pipeline schedule, ``1f1b`` or ``interleaved``."""
+        return self.job.schedule
+
+    @property
+    def chunks(self) -> int:
+        """Model chunks per pipeline stage (v)."""
+        return self.job.chunks
+
+    @property
+    def recompute(self) -> str:
+        """The recomputation mode."""
+        return self.job.recompute
+
+    @property
+    def recipe(self) -> str:
+        """The recipe's name."""
+        return self.job.resolved_recipe().name
+
+    @property
+    def zero_stage(self) -> int:
+        """The recipe's ZeRO stage."""
+        return self.job.resolved_recipe().zero_stage
+
+    @property
+    def account_for_embedding_and_loss(self) -> bool:
+        """Whether the embedding and the loss each take a layer's slot."""
+        return self.job.account_for_embedding and self.job.account_for_loss
 
 
 def _slots(m: TransformerConfig, pp: int) -> int | None:
@@ -186,20 +218,22 @@ def rank_plans(
             f"the search over plans for {cluster.world_size} GPUs is too large to finish in "
             f"time ({size} > {MAX_SEARCH} units); rank fewer GPUs or lower max_cp (--max-cp)"
         )
-    found: list[RankedPlan] = []
+    # The light path: the options of each plan's best estimate, a Job only for the top rows
+    found: list[tuple[float, Estimate, ParallelPlan, str, str, str, int, bool]] = []
     for plan in _candidates(
         m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp
     ):
-        best: RankedPlan | None = None
+        best: (
+            tuple[float, Estimate, ParallelPlan, str, str, str, int, bool] | None
+        ) = None
         split = (
             m.layers % plan.pp != 0
         )  # the embedding and the loss take a layer's slot
         for schedule, chunks in _options(m, plan.pp):
             for name in recipes:
-                zero = RECIPES[name].zero_stage
                 for recompute in ("selective", "full"):
                     try:
-                        e = estimate(
+                        e = _estimate(
                             m, plan, cluster, seq_len=seq_len,
                             global_batch_size=global_batch_size,
                             micro_batch_size=micro_batch_size, recompute=recompute,
@@ -208,9 +242,16 @@ def rank_plans(
                         )  # fmt: skip
                     except ValueError:
                         continue
-                    if best is None or e.seconds < best.estimate.seconds:
-                        best = RankedPlan(
-                            plan, schedule, chunks, zero, recompute, e, name, split
+                    if best is None or e.seconds < best[0]:
+                        best = (
+                            e.seconds,
+                            e,
+                            plan,
+                            name,
+                            recompute,
+                            schedule,
+                            chunks,
+                            split,
                         )
                     break  # full recomputation is only worth trying when selective fails
         if best is not None:
@@ -219,8 +260,13 @@ def rank_plans(
         raise ValueError(
             "no feasible plan: every plan failed a divisibility or memory check"
         )
-    found.sort(key=lambda r: r.estimate.seconds)
-    return found[:n]
+    found.sort(key=lambda r: r[0])
+    return [
+        RankedPlan(Job(m, plan, cluster, seq_len, global_batch_size, micro_batch_size,
+                       recipe=name, recompute=mode, schedule=sched, chunks=v,
+                       account_for_embedding=split, account_for_loss=split), e)
+        for _, e, plan, name, mode, sched, v, split in found[:n]
+    ]  # fmt: skip
 
 
 TELLS_APART = 0.20
@@ -270,34 +316,40 @@ def render(ranked: list[RankedPlan]) -> str:
     return "\n".join(lines)
 
 
-@typed
-def plan_yaml(row: RankedPlan, model: str, system: str, seq_len: int, global_batch: int,
-              micro_batch: int) -> str:  # fmt: skip
-    """A ranked row as a plan file that ``plan`` and ``memory`` read and price as ``rank`` did.
+ALWAYS_WRITTEN = ("seq_len", "global_batch_size", "micro_batch_size", "recipe",
+                  "recompute", "sequence_parallel", "schedule", "chunks")  # fmt: skip
+"""The ``training`` keys :func:`plan_yaml` writes even at their defaults."""
 
-    The recipe, schedule, chunks and recomputation are the row's, so ``plan`` and
-    ``memory`` price it as ``rank`` did.
+
+@typed
+def plan_yaml(job: Job) -> str:
+    """*job* as a plan file that ``plan`` and ``memory`` read back into the same
+    :class:`~infralens.planner.job.Job` (``rank --write-plan`` writes a row's).
+
+    The cluster, degrees and the model are named by their presets; every option that is
+    not its default, and those of :data:`ALWAYS_WRITTEN`, goes under ``training``.
 
     >>> from infralens.topology import Cluster
     >>> row = rank_plans("llama3-8b", Cluster.from_node_shape("1_node_x_8_gpus"), seq_len=8192,
     ...                  global_batch_size=16, top=1)[0]
-    >>> print(plan_yaml(row, "llama3-8b", "dgx-h100", 8192, 16, 1).splitlines()[0])
+    >>> print(plan_yaml(row.job).splitlines()[0])
     world_size: 8
-    >>> plan_yaml(row, "llama3-8b", "dgx-z", 8192, 16, 1)
+    >>> from dataclasses import replace
+    >>> plan_yaml(replace(row.job, model=replace(row.job.config, layers=31)))
     Traceback (most recent call last):
     ...
-    ValueError: system must be one of 'dgx-a100', 'dgx-h100', ...; got 'dgx-z'
+    ValueError: plan_yaml writes a preset model; the job's model is no preset
     """
-    p = row.plan
-    nodes = max(
-        1,
-        p.world_size
-        // SYSTEMS[check_choice("system", system, tuple(SYSTEMS))].gpus_per_node,
-    )
-    per_node = p.world_size // nodes
+    system = next((k for k, v in SYSTEMS.items() if v == job.cluster.system), None)
+    if system is None or job.model_name is None:
+        what = "cluster" if system is None else "model"
+        raise ValueError(
+            f"plan_yaml writes a preset {what}; the job's {what} is no preset"
+        )
+    p, c = job.plan, job.cluster
     lines = [
         f"world_size: {p.world_size}",
-        f"node_shape: {nodes}_nodes_x_{per_node}_gpus",
+        f"node_shape: {c.nodes}_nodes_x_{c.gpus_per_node}_gpus",
         f"cluster: {system}",
         "parallelism:",
         *(
@@ -306,17 +358,15 @@ def plan_yaml(row: RankedPlan, model: str, system: str, seq_len: int, global_bat
         ),
         f"  order: {p.order}",
         "training:",
-        f"  model: {model}",
-        f"  seq_len: {seq_len}",
-        f"  micro_batch_size: {micro_batch}",
-        f"  global_batch_size: {global_batch}",
-        f"  recipe: {row.recipe}",
-        f"  zero_stage: {row.zero_stage}",
-        f"  recompute: {row.recompute}",
-        "  sequence_parallel: true",
-        f"  schedule: {row.schedule}",
-        f"  chunks: {row.chunks}",
+        f"  model: {job.model_name}",
     ]
-    if row.account_for_embedding_and_loss:
-        lines += ["  account_for_embedding: true", "  account_for_loss: true"]
+    for f in fields(Job):
+        value = getattr(job, f.name)
+        if f.name in ("model", "plan", "cluster") or value is None:
+            continue
+        if f.name == "recipe":
+            value = job.resolved_recipe().name
+        if value != f.default or f.name in ALWAYS_WRITTEN:
+            shown = str(value).lower() if isinstance(value, bool) else value
+            lines.append(f"  {f.name}: {shown}")
     return "\n".join(lines) + "\n"

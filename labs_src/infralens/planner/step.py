@@ -48,11 +48,11 @@ plan and a cluster. Every term is a model of what a named framework does:
 - **optimizer**: Adam reads and writes about 30 bytes per local parameter
   (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth.
 
->>> from infralens.plan import AXES, ParallelPlan
+>>> from infralens.plan import ParallelPlan
 >>> from infralens.topology import Cluster
 >>> c = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
->>> e = estimate("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
-...              global_batch_size=512, micro_batch_size=1)
+>>> e = estimate(Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
+...                  global_batch_size=512, micro_batch_size=1))
 >>> e.bottleneck, round(e.seconds, 1), round(e.mfu, 2)
 ('compute', 29.5, 0.48)
 """
@@ -81,6 +81,7 @@ from infralens.plan import ParallelPlan
 from infralens.planner import _step_checks as checks
 from infralens.planner import _step_terms as comm
 from infralens.planner._step_groups import amax_group, group_of, ring_hop
+from infralens.planner.job import SCHEDULES, Job
 from infralens.planner.step_result import Breakdown, Estimate
 from infralens.recipe import Recipe
 from infralens.topology import Cluster
@@ -89,15 +90,83 @@ T = TypeVar("T")
 
 __all__ = ["SCHEDULES", "estimate", "group_of"]
 
-SCHEDULES = ("1f1b", "interleaved")
-"""Megatron-Core's pipeline schedules: one chunk per stage, or ``chunks`` chunks (v)."""
-
 
 def _given(value: T | None, default: T) -> T:
     return default if value is None else value
 
 
-def estimate(
+def estimate(job: Job, *, check_memory: bool = True) -> Estimate:
+    """Predict one training step of *job* (see the module text).
+
+    step = compute + TP + CP + bubble + p2p + exposed DP/FSDP + optimizer
+    MFU  = (6N + 6·L·h·s) · tokens per step / step / GPUs / dense peak
+    HFU  = (GEMM FLOPs with recomputation + attention as the kernel runs it) · ... / dense peak
+
+    The peak is the dense one of the recipe's GEMM precision (FP8 for an FP8 recipe,
+    so MFU stays a fraction of what the tensor cores could do). The attention term of
+    MFU is the half a causal mask leaves (PaLM counts
+    12·L·h·s, which credits FLOPs FlashAttention skips: above 100 % at 128K).
+
+    The job's *recipe* (a :data:`infralens.precision.RECIPES` name or a
+    :class:`~infralens.recipe.Recipe`) sets the ZeRO stage, the gradient-reduction
+    dtype, the element-wise kernels and the memory count
+    (:func:`infralens.planner.fit.gpu_memory`); left out, a bare *zero_stage* picks the recipe
+    it always stood for, and with neither the default
+    (:data:`~infralens.precision.DEFAULT_RECIPE`) applies. *grad_reduce_in_fp32* and
+    *elementwise*, when given, override the recipe's. *first_stage_layers* /
+    *last_stage_layers* and *account_for_embedding* / *account_for_loss* are
+    Megatron-Core's uneven first and last stages; the stage whose step is longest (its
+    layers, the output layer on the last) sets compute, TP, CP, bubble and sends.
+
+    >>> from infralens.topology import Cluster
+    >>> c = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
+    >>> e = estimate(Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192,
+    ...                  global_batch_size=16, micro_batch_size=2, zero_stage=3,
+    ...                  recompute="full"))
+    >>> e.bottleneck, e.microbatches
+    ('compute', 1)
+    >>> estimate(Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=12))
+    Traceback (most recent call last):
+    ...
+    ValueError: global_batch_size must divide by micro_batch_size * dp_size: 12 % (1 * 8) = 4
+
+    Raises ``ValueError`` if the cluster's GPU is not a preset (its ceilings
+    are unmeasured), the plan does not fill the cluster, the batch
+    does not split into micro-batches per replica, the model does not fit
+    the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
+    *recompute*, *zero_stage*, *attention* or *elementwise* is unknown, the
+    attention kernel has no published ceiling on the cluster's GPU,
+    *overlap_grad_reduce* is False with ``zero_stage=3`` (FSDP2 has no such
+    mode), or eager element-wise kernels are asked of a Megatron plan (they are
+    counted for torchtitan's block, ``zero_stage=3``), the layers do not divide
+    among ``pp * chunks`` stage chunks (with *uneven_stages*, as Llama 3 trained,
+    the busiest holds one more; fewer layers than stages are refused) or the
+    heads among ``tp`` ranks; ``TypeError`` if a
+    flag is not a bool. ``RuntimeError`` if a result breaks what it means (MFU or
+    HFU outside (0, 1], a negative or infinite term): a bug, never bad input.
+    *check_memory* False prices a plan that does not fit (the worksheet's verdict).
+    """
+    if not isinstance(job, Job):
+        raise TypeError(f"job must be a Job, got {type(job).__name__}")
+    named = job.recipe is not None  # else a bare zero_stage, as the keyword stood
+    return _estimate(
+        job.model, job.plan, job.cluster, seq_len=job.seq_len,
+        global_batch_size=job.global_batch_size, micro_batch_size=job.micro_batch_size,
+        sequence_parallel=job.sequence_parallel, recompute=job.recompute,
+        schedule=job.schedule, chunks=job.chunks,
+        recipe=job.resolved_recipe() if named else None,
+        zero_stage=None if named else job.zero_stage,
+        attention=job.attention, overlap_grad_reduce=job.overlap_grad_reduce,
+        grad_reduce_in_fp32=job.grad_reduce_in_fp32,
+        scatter_gather_p2p=job.scatter_gather_p2p, elementwise=job.elementwise,
+        check_memory=check_memory, uneven_stages=job.uneven_stages,
+        first_stage_layers=job.first_stage_layers, last_stage_layers=job.last_stage_layers,
+        account_for_embedding=job.account_for_embedding,
+        account_for_loss=job.account_for_loss,
+    )  # fmt: skip
+
+
+def _estimate(
     model: TransformerConfig | str,
     plan: ParallelPlan,
     cluster: Cluster,
@@ -123,55 +192,7 @@ def estimate(
     account_for_embedding: bool = False,
     account_for_loss: bool = False,
 ) -> Estimate:
-    """Predict one training step of *model* on *plan* and *cluster* (see the module text).
-
-    step = compute + TP + CP + bubble + p2p + exposed DP/FSDP + optimizer
-    MFU  = (6N + 6·L·h·s) · tokens per step / step / GPUs / dense peak
-    HFU  = (GEMM FLOPs with recomputation + attention as the kernel runs it) · ... / dense peak
-
-    The peak is the dense one of the recipe's GEMM precision (FP8 for an FP8 recipe,
-    so MFU stays a fraction of what the tensor cores could do). The attention term of
-    MFU is the half a causal mask leaves (PaLM counts
-    12·L·h·s, which credits FLOPs FlashAttention skips: above 100 % at 128K).
-
-    *recipe* (a :data:`infralens.precision.RECIPES` name or a
-    :class:`~infralens.recipe.Recipe`) sets the ZeRO stage, the gradient-reduction
-    dtype, the element-wise kernels and the memory count
-    (:func:`infralens.planner.fit.gpu_memory`); left out, a bare *zero_stage* picks the recipe
-    it always stood for, and with neither the default
-    (:data:`~infralens.precision.DEFAULT_RECIPE`) applies. *grad_reduce_in_fp32* and
-    *elementwise*, when given, override the recipe's. *first_stage_layers* /
-    *last_stage_layers* and *account_for_embedding* / *account_for_loss* are
-    Megatron-Core's uneven first and last stages; the stage whose step is longest (its
-    layers, the output layer on the last) sets compute, TP, CP, bubble and sends.
-
-    >>> from infralens.topology import Cluster
-    >>> c = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
-    >>> e = estimate("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=16,
-    ...              micro_batch_size=2, zero_stage=3, recompute="full")
-    >>> e.bottleneck, e.microbatches
-    ('compute', 1)
-    >>> estimate("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=12,
-    ...          micro_batch_size=1)
-    Traceback (most recent call last):
-    ...
-    ValueError: global_batch_size must divide by micro_batch_size * dp_size: 12 % (1 * 8) = 4
-
-    Raises ``ValueError`` if the cluster's GPU is not a preset (its ceilings
-    are unmeasured), the plan does not fill the cluster, the batch
-    does not split into micro-batches per replica, the model does not fit
-    the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
-    *recompute*, *zero_stage*, *attention* or *elementwise* is unknown, the
-    attention kernel has no published ceiling on the cluster's GPU,
-    *overlap_grad_reduce* is False with ``zero_stage=3`` (FSDP2 has no such
-    mode), or eager element-wise kernels are asked of a Megatron plan (they are
-    counted for torchtitan's block, ``zero_stage=3``), the layers do not divide
-    among ``pp * chunks`` stage chunks (with *uneven_stages*, as Llama 3 trained,
-    the busiest holds one more; fewer layers than stages are refused) or the
-    heads among ``tp`` ranks; ``TypeError`` if a
-    flag is not a bool. ``RuntimeError`` if a result breaks what it means (MFU or
-    HFU outside (0, 1], a negative or infinite term): a bug, never bad input.
-    """
+    """:func:`estimate`'s body, with the job as keywords (the ranker's light path)."""
     m = _model(model)
     v = positive_int("chunks", chunks)
     r, zero_stage = checks.resolve_recipe(recipe, zero_stage)

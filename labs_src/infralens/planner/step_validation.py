@@ -34,6 +34,7 @@ from infralens.hardware import SYSTEMS
 from infralens.megatron_formulas import megatron_flops_per_iteration
 from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
+from infralens.planner.job import Job
 from infralens.planner.step import estimate
 from infralens.precision import RECIPES
 from infralens.topology import Cluster
@@ -168,16 +169,16 @@ def check_run(row: TrainingRun) -> RunCheck:
     order = "tp-cp-pp-dp" if meta else "tp-cp-dp-pp"
     plan = ParallelPlan(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, order=order)
     model = row.config()
-    e = estimate(
+    job = Job(
         model, plan, cluster, seq_len=row.seq_len, global_batch_size=row.global_batch,
         micro_batch_size=row.micro_batch, sequence_parallel=row.sequence_parallel,
         recompute=row.recompute, schedule=row.schedule, chunks=row.chunks,
         zero_stage=row.zero_stage, attention=row.attention,
         overlap_grad_reduce=row.overlap_grad_reduce, grad_reduce_in_fp32=row.grad_reduce_in_fp32,
         scatter_gather_p2p=row.scatter_gather_p2p, elementwise=row.elementwise,
-        check_memory=False, account_for_embedding=meta, account_for_loss=meta,
-        recipe=row.recipe or None,
+        account_for_embedding=meta, account_for_loss=meta, recipe=row.recipe or None,
     )  # fmt: skip
+    e = estimate(job, check_memory=False)
     if row.metric == "tflops_megatron":
         flops = megatron_flops_per_iteration(
             batch_size=row.global_batch, seq_len=row.seq_len, layers=model.layers,

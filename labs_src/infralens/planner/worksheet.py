@@ -1,12 +1,16 @@
-"""The worksheet's records: the workload, the axis and communication rows, the filled sheet.
+"""The worksheet's records: the axis and communication rows and the filled sheet.
 
-:func:`infralens.planner.design.fill_worksheet` fills these and
-:func:`infralens.planner.worksheet_tables.worksheet_tables` writes them out as tables; they
-hold no pricing logic beyond resolving the workload's model.
+:func:`infralens.planner.design.fill_worksheet` fills these for a
+:class:`~infralens.planner.job.Job` and
+:func:`infralens.planner.worksheet_tables.worksheet_tables` writes them out as tables;
+they hold no pricing logic.
 
->>> Workload(num_params=68_976_648_192, layers=80, hidden=8192, heads=64, seq_len=4096,
-...          micro_batch_size=1, global_batch_size=512).config().kv_heads   # Llama 2 70B
-8
+>>> AxisRow("tp", 8, "nvlink", REASONS["tp"]).placement
+'nvlink'
+>>> AxisRow("tp", 8.0, "nvlink", "")
+Traceback (most recent call last):
+...
+TypeError: degree must be an int, got float
 """
 
 from __future__ import annotations
@@ -15,16 +19,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from infralens._typecheck import check_fields
-from infralens._validate import check_choice, describe, positive_int
-from infralens.memory import RECOMPUTE
-from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
-from infralens.planner._step_checks import RECIPE
 from infralens.planner.fit import HBM_BYTES
 from infralens.planner.step_result import Estimate
 from infralens.precision import RECIPES
-from infralens.recipe import Recipe
-from infralens.zero import STAGES
 
 __all__ = [
     "REASONS",
@@ -33,7 +31,6 @@ __all__ = [
     "TRACES",
     "AxisRow",
     "CommRow",
-    "Workload",
     "Worksheet",
 ]
 
@@ -79,101 +76,6 @@ STEP_TERMS = {
     "optimizer": "optimizer step",
 }
 """How each term of :class:`infralens.planner.step_result.Breakdown` is named on the worksheet."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A dense transformer training job: model shape, batch and memory options."""
-
-    num_params: int
-    layers: int
-    hidden: int
-    heads: int
-    seq_len: int
-    micro_batch_size: int
-    global_batch_size: int
-    zero_stage: int = 1
-    recompute: str = "selective"
-    sequence_parallel: bool = True
-    bytes_per_element: int = 2
-    recipe: str = ""
-    gpu: str = "h100-sxm5-80gb"
-    model: str = ""
-    schedule: str = "1f1b"
-    chunks: int = 1
-    token_budget: int | None = None
-    first_stage_layers: int | None = None
-    last_stage_layers: int | None = None
-    account_for_embedding: bool = False
-    account_for_loss: bool = False
-
-    def resolved_recipe(self) -> Recipe:
-        """The recipe memory and the step are counted for: ``recipe``, ``zero-paper`` at
-        ``zero_stage`` (``zero-paper-1`` …), or, left empty, the one ``zero_stage`` stands
-        for in :func:`infralens.planner.step.estimate` (stage 1: the default recipe)."""
-        if self.recipe == "zero-paper" and self.zero_stage:
-            return RECIPES[f"zero-paper-{self.zero_stage}"]
-        return RECIPES[self.recipe or RECIPE[self.zero_stage]]
-
-    def config(self) -> TransformerConfig:
-        """The model the step is priced for: the ``model`` field's preset, else the preset whose
-        size and shape match, else a GPT-shaped stand-in (4h MLP, kv heads = heads) whose
-        vocabulary makes up the parameter count."""
-        if self.model:
-            return PRESETS[check_choice("model", self.model, tuple(PRESETS))]
-        for preset in PRESETS.values():
-            shape = (
-                preset.num_params(),
-                preset.layers,
-                preset.hidden,
-                preset.heads,
-            )
-            if shape == (self.num_params, self.layers, self.hidden, self.heads):
-                return preset
-        h = self.hidden
-        body = self.layers * (12 * h * h + 4 * h) + h
-        vocab = max(1, (self.num_params - body) // (2 * h))
-        return TransformerConfig(layers=self.layers, hidden=h, heads=self.heads,
-                                 kv_heads=self.heads, ffn_hidden=4 * h, vocab_size=vocab,
-                                 seq_len=self.seq_len, norm="rmsnorm")  # fmt: skip
-
-    def __post_init__(self) -> None:
-        for name in (
-            "num_params",
-            "layers",
-            "hidden",
-            "heads",
-            "seq_len",
-            "micro_batch_size",
-            "global_batch_size",
-            "bytes_per_element",
-            "chunks",
-        ):
-            positive_int(name, getattr(self, name))
-        for name in ("token_budget", "first_stage_layers", "last_stage_layers"):
-            if getattr(self, name) is not None:
-                positive_int(name, getattr(self, name))
-        if type(self.zero_stage) is not int or self.zero_stage not in STAGES:
-            raise ValueError(
-                f"zero_stage must be one of 0, 1, 2, 3; got {describe(self.zero_stage)}"
-            )
-        check_choice("recompute", self.recompute, RECOMPUTE)
-        check_choice("gpu", self.gpu, tuple(HBM_BYTES))
-        if self.recipe:
-            check_choice("recipe", self.recipe, tuple(RECIPES))
-        # The step is priced for config(): its parameter count must be this one (1 %).
-        counted = self.config().num_params()
-        if abs(counted - self.num_params) > self.num_params // 100:
-            raise ValueError(
-                f"num_params must match the shape: {self.layers} layers of hidden {self.hidden} "
-                f"({describe(self.model or 'GPT-shaped')}) hold {counted}, got {self.num_params}"
-            )
-        stage = RECIPE_STAGE.get(self.recipe)
-        if stage is not None and stage != self.zero_stage:
-            raise ValueError(
-                f"recipe {self.recipe!r} shards like ZeRO stage {stage}; set zero_stage to {stage}"
-            )
-        check_fields(self)
 
 
 @dataclass(frozen=True)

@@ -58,11 +58,11 @@ def worksheet_tables(sheet: Worksheet) -> str:
     >>> from infralens.planner.design import fill_worksheet
     >>> from infralens.plan import ParallelPlan
     >>> from infralens.topology import Cluster
-    >>> from infralens.planner.worksheet import Workload
-    >>> w = Workload(num_params=10**9, layers=16, hidden=2048, heads=16, seq_len=2048,
-    ...              micro_batch_size=1, global_batch_size=16)
+    >>> from infralens.planner.job import Job
     >>> two_nodes = Cluster.from_node_shape("2_nodes_x_8_gpus")
-    >>> text = worksheet_tables(fill_worksheet(ParallelPlan(tp=8, dp=2), two_nodes, w))
+    >>> job = Job("llama3-8b", ParallelPlan(tp=8, dp=2), two_nodes, seq_len=2048,
+    ...           global_batch_size=16)
+    >>> text = worksheet_tables(fill_worksheet(job))
     >>> for row in text.splitlines():
     ...     if row.startswith(("| TP |", "| DP |")):
     ...         print(row.split(" | ")[:3])
