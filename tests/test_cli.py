@@ -106,13 +106,13 @@ def test_parse_plan_names_each_problem(data: object, expected: str) -> None:
 
 def test_memory_prints_the_breakdown_and_verdict() -> None:
     from infralens.plan import ParallelPlan
-    from infralens.planner.fit import gpu_memory
+    from infralens.planner.fit import _gpu_memory
 
     done = run("memory", "--model", "llama3-70b", "--plan", str(STARTER), "--recipe", "fsdp2")
     assert done.returncode == 0, done.stderr
     # the starter plan: tp 8, pp 4, dp 2, 4,096 tokens, selective recomputation, SP
     job = {"seq_len": 4096, "micro_batch_size": 1, "recompute": "selective"}
-    expected = gpu_memory(
+    expected = _gpu_memory(
         "llama3-70b", ParallelPlan(tp=8, pp=4, dp=2), "fsdp2", sequence_parallel=True, **job
     )
     assert f"{expected.total / 10**9:7.2f} GB of 80.00 GB (h100-sxm5-80gb)" in done.stdout
@@ -135,12 +135,12 @@ def test_memory_without_a_model_prices_the_files_own_workload_as_plan_does() -> 
 
 def test_memory_says_by_how_much_it_does_not_fit() -> None:
     from infralens.plan import ParallelPlan
-    from infralens.planner.fit import gpu_memory
+    from infralens.planner.fit import _gpu_memory
 
     done = run("memory", "--model", "llama3-70b", "--plan", str(STARTER), "--hbm-gb", "30")
     assert done.returncode == 0, done.stderr
     # the starter plan's zero_stage 1 is the default recipe, Megatron's distributed optimizer
-    b = gpu_memory("llama3-70b", ParallelPlan(tp=8, pp=4, dp=2), "megatron-bf16-distopt",
+    b = _gpu_memory("llama3-70b", ParallelPlan(tp=8, pp=4, dp=2), "megatron-bf16-distopt",
                    seq_len=4096, micro_batch_size=1, recompute="selective",
                    sequence_parallel=True, microbatches=256)  # fmt: skip
     assert b.total > 30 * 10**9

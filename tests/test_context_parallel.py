@@ -165,6 +165,7 @@ def test_the_worksheet_and_the_step_price_the_same_kv_ring() -> None:
     from infralens.nccl import predict
     from infralens.planner._step_groups import ring_hop
     from infralens.planner.design import fill_worksheet
+    from infralens.planner.job import Job
     from infralens.planner.plan_file import parse_plan
     from infralens.planner.step import estimate
 
@@ -182,6 +183,6 @@ def test_the_worksheet_and_the_step_price_the_same_kv_ring() -> None:
     hop = Fraction(predict("send_recv", kv, cluster, [4, 8]).seconds)
     assert row.seconds_per_step == calls * hop
     assert hop > Fraction(predict("send_recv", kv, cluster, [0, 4]).seconds)  # NVLink is faster
-    step = estimate("llama3-70b", plan, cluster, seq_len=8192, global_batch_size=32,
-                    micro_batch_size=1, check_memory=False)  # fmt: skip
+    step = estimate(Job("llama3-70b", plan, cluster, seq_len=8192, global_batch_size=32,
+                    micro_batch_size=1), check_memory=False)  # fmt: skip
     assert 0 < step.breakdown.cp <= float(row.seconds_per_step)  # not all hidden: a network hop

@@ -54,7 +54,7 @@ SKIP = {"infralens.cli.main"}
 
 
 def _modules() -> Iterator[Any]:
-    for info in pkgutil.iter_modules(infralens.__path__, "infralens."):
+    for info in pkgutil.walk_packages(infralens.__path__, "infralens."):  # planner too
         if info.name not in SKIP_MODULES and not info.name.split(".")[-1].startswith("_"):
             yield importlib.import_module(info.name)
     yield importlib.import_module("infralens.cli")
@@ -276,6 +276,8 @@ def test_bad_input_raises_a_named_value_or_type_error(qualname: str, fn: Any) ->
 def test_every_module_is_walked() -> None:
     names = {q.rsplit(".", 1)[0] for q, _ in TARGETS}
     assert {"infralens.sharding", "infralens.diagnosis", "infralens.plan"} <= names
+    assert {"infralens.planner.job", "infralens.planner.step", "infralens.planner.fit"} <= names
+    assert "infralens.planner.job.Job" in dict(TARGETS)  # Job's constructor is fuzzed
     assert len(TARGETS) > 150, len(TARGETS)
 
 
@@ -311,13 +313,14 @@ def _search_space(model: str, system: str, gpus: int, seq: int, batch: int) -> I
 
 @pytest.mark.parametrize("case", RANK_CASES, ids=[f"{c[0]}-{c[1]}-{c[3]}" for c in RANK_CASES])
 def test_every_estimate_in_the_rankers_search_keeps_its_meaning(case: tuple[Any, ...]) -> None:
+    from infralens.planner.job import Job
     from infralens.planner.step import estimate
 
     priced = 0
     for m, plan, cluster, kw in _search_space(*case):
         try:  # a plan that does not fit is refused; a broken invariant is a RuntimeError
-            e = estimate(m, plan, cluster, seq_len=case[3], global_batch_size=case[4],
-                         micro_batch_size=1, check_memory=False, **kw)  # fmt: skip
+            e = estimate(Job(m, plan, cluster, seq_len=case[3], global_batch_size=case[4],
+                         micro_batch_size=1,  **kw), check_memory=False)  # fmt: skip
         except ValueError:
             continue
         priced += 1
@@ -351,7 +354,8 @@ def _reproducers() -> list[tuple[str, Callable[[], Any], str]]:
     from infralens.plan import ParallelPlan
     from infralens.planner import step
     from infralens.planner.fit import Breakdown, fits
-    from infralens.planner.worksheet import Workload
+    from infralens.planner.job import Job
+    from infralens.planner.plan_file import parse_plan
     from infralens.topology import Cluster
 
     two = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
@@ -387,14 +391,12 @@ def _reproducers() -> list[tuple[str, Callable[[], Any], str]]:
         ),
         (
             "string flag",
-            lambda: step.estimate(
-                "llama3-8b", ParallelPlan(tp=8), one, **job, sequence_parallel="no"
-            ),
+            lambda: Job("llama3-8b", ParallelPlan(tp=8), one, **job, sequence_parallel="no"),
             "sequence_parallel",
         ),
         (
             "float count",
-            lambda: step.estimate("llama3-8b", ParallelPlan(tp=8), one, **job, zero_stage=3.0),
+            lambda: Job("llama3-8b", ParallelPlan(tp=8), one, **job, zero_stage=3.0),
             "zero_stage",
         ),
         (
@@ -408,21 +410,26 @@ def _reproducers() -> list[tuple[str, Callable[[], Any], str]]:
         ("long message", lambda: ParallelPlan(order="x" * 10**6), "order"),
         (
             "contradicting count",
-            lambda: Workload(
-                num_params=1,
-                layers=80,
-                hidden=8192,
-                heads=64,
-                seq_len=4096,
-                micro_batch_size=1,
-                global_batch_size=512,
+            lambda: parse_plan(
+                {
+                    "world_size": 8,
+                    "node_shape": "1_node_x_8_gpus",
+                    "parallelism": {"dp_size": 8},
+                    "training": {
+                        "num_params": 1,
+                        "layers": 80,
+                        "hidden": 8192,
+                        "heads": 64,
+                        "seq_len": 4096,
+                    },
+                }
             ),
             "num_params",
         ),
         (
             "layers per stage",
             lambda: step.estimate(
-                "llama3-8b", ParallelPlan(pp=8), one, **job, schedule="interleaved", chunks=3
+                Job("llama3-8b", ParallelPlan(pp=8), one, **job, schedule="interleaved", chunks=3)
             ),
             "layers",
         ),

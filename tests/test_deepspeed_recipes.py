@@ -17,7 +17,7 @@ import pytest
 
 from infralens.model import PRESETS
 from infralens.plan import ParallelPlan
-from infralens.planner.fit import gpu_memory
+from infralens.planner.fit import _gpu_memory
 from infralens.precision import RECIPES, recipe_bytes
 from infralens.recipe import Recipe
 
@@ -85,8 +85,8 @@ def test_presets_run_as_deepspeed_does() -> None:
 def test_zero3_memory_runs_and_adds_only_the_fixed_bytes() -> None:
     plan = ParallelPlan(dp=8)
     job = dict(seq_len=8192, micro_batch_size=1)
-    ds = gpu_memory("llama3-8b", plan, "deepspeed-zero3-bf16", **job)  # type: ignore[arg-type]
-    paper = gpu_memory("llama3-8b", plan, "zero-paper-3", **job)  # type: ignore[arg-type]
+    ds = _gpu_memory("llama3-8b", plan, "deepspeed-zero3-bf16", **job)  # type: ignore[arg-type]
+    paper = _gpu_memory("llama3-8b", plan, "zero-paper-3", **job)  # type: ignore[arg-type]
     n = PRESETS["llama3-8b"].num_params()
     assert ds.model_states == 2 * n + 3 * 10**9  # 16/8 bytes a parameter, then fixed
     assert ds.model_states - paper.model_states == 3 * 10**9

@@ -8,6 +8,7 @@ from infralens.elementwise import elementwise_bytes
 from infralens.memory import activation_bytes
 from infralens.model import PRESETS
 from infralens.plan import ParallelPlan
+from infralens.planner.job import Job
 from infralens.planner.step import estimate
 from infralens.topology import Cluster
 
@@ -50,8 +51,8 @@ def test_eager_slows_the_torchtitan_step() -> None:
         "zero_stage": 3,
         "check_memory": False,
     }
-    fused = estimate("llama3-8b", ParallelPlan(dp=8), c, **kw)
-    eager = estimate("llama3-8b", ParallelPlan(dp=8), c, elementwise="eager", **kw)
+    fused = estimate(Job("llama3-8b", ParallelPlan(dp=8), c, **kw))
+    eager = estimate(Job("llama3-8b", ParallelPlan(dp=8), c, elementwise="eager", **kw))
     assert eager.breakdown.compute > fused.breakdown.compute
     assert eager.breakdown.dp <= fused.breakdown.dp  # more compute hides more FSDP
 
@@ -75,8 +76,8 @@ def test_eager_is_only_counted_for_the_llama_block_and_torchtitan_plans() -> Non
         elementwise_bytes("gpt3-175b", seq_len=8, micro_batch_size=1, kernels="eager")
     c = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
     with pytest.raises(ValueError, match="elementwise='eager' needs zero_stage=3"):
-        estimate("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=16,
-                 micro_batch_size=2, elementwise="eager")  # fmt: skip
+        estimate(Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=16,
+                 micro_batch_size=2, elementwise="eager"))  # fmt: skip
     with pytest.raises(ValueError, match="elementwise must be one of"):
-        estimate("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=16,
-                 micro_batch_size=2, elementwise="compiled")  # fmt: skip
+        estimate(Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=16,
+                 micro_batch_size=2, elementwise="compiled"))  # fmt: skip

@@ -21,7 +21,8 @@ import infralens.planner.step_validation as sv
 from infralens.fp8 import quantize_bytes, saved_activation_change
 from infralens.hardware import MAMF_BF16, MAMF_FP8
 from infralens.plan import ParallelPlan
-from infralens.planner.fit import gpu_memory
+from infralens.planner.fit import _gpu_memory
+from infralens.planner.job import Job
 from infralens.planner.step import estimate
 from infralens.topology import Cluster
 from tests.test_memory_measurements import GIB, rows
@@ -49,7 +50,7 @@ COMPILED, FLOAT8 = "torch.compile, no Float8", "Float8 linears (torchao eab345c)
 def test_compiled_and_float8_memory_within_ten_percent(variant: str) -> None:
     recipe = "torchtitan-float8-compile" if variant == FLOAT8 else "torchtitan-bf16-compile"
     for dp, measured in rows(variant).items():
-        b = gpu_memory("llama3-8b", ParallelPlan(dp=dp), recipe, seq_len=8192,
+        b = _gpu_memory("llama3-8b", ParallelPlan(dp=dp), recipe, seq_len=8192,
                        micro_batch_size=2, recompute="selective")  # fmt: skip
         assert abs(b.total / measured - 1) < 0.10, (dp, b.total / GIB, measured / GIB)
 
@@ -59,8 +60,8 @@ def test_torchao_float8_leaves_memory_as_bf16_leaves_it() -> None:
     compiled, float8 = rows("torch.compile, no Float8"), rows("Float8 linears (torchao eab345c)")
     for dp in (8, 128):
         kw = dict(seq_len=8192, micro_batch_size=2, recompute="selective")
-        bf16 = gpu_memory("llama3-8b", ParallelPlan(dp=dp), "torchtitan-bf16-compile", **kw)
-        fp8 = gpu_memory("llama3-8b", ParallelPlan(dp=dp), "torchtitan-float8-compile", **kw)
+        bf16 = _gpu_memory("llama3-8b", ParallelPlan(dp=dp), "torchtitan-bf16-compile", **kw)
+        fp8 = _gpu_memory("llama3-8b", ParallelPlan(dp=dp), "torchtitan-float8-compile", **kw)
         assert bf16.total == fp8.total
         assert abs(compiled[dp] - float8[dp]) < 0.5 * GIB
 
@@ -68,8 +69,8 @@ def test_torchao_float8_leaves_memory_as_bf16_leaves_it() -> None:
 def test_transformer_engine_saves_linear_inputs_in_fp8() -> None:
     kw = dict(seq_len=8192, micro_batch_size=1, recompute="selective")
     plan = ParallelPlan(cp=2, dp=4)
-    bf16 = gpu_memory("llama3-8b", plan, "megatron-core-bf16", **kw)
-    fp8 = gpu_memory("llama3-8b", plan, "megatron-core-fp8", **kw)
+    bf16 = _gpu_memory("llama3-8b", plan, "megatron-core-bf16", **kw)
+    fp8 = _gpu_memory("llama3-8b", plan, "megatron-core-fp8", **kw)
     # per layer at s/cp = 4096 tokens: the norm outputs (2·h) and the fc2 input (f) drop a
     # byte each, the projection's FP8 input copy adds h; one stage holds all 32 layers
     per_layer = 4096 * (4096 - 2 * 4096 - 14336)
@@ -88,12 +89,12 @@ def test_quantisation_costs_more_with_current_scaling_than_delayed() -> None:
 def test_fp8_on_a_gpu_without_fp8_is_refused() -> None:
     c = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-a100")
     with pytest.raises(ValueError, match="gpu must be one of 'h100-sxm5-80gb'"):
-        estimate("llama3-8b", ParallelPlan(dp=8), c, seq_len=4096, global_batch_size=8,
-                 micro_batch_size=1, recipe="megatron-core-fp8", recompute="full")  # fmt: skip
+        estimate(Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=4096, global_batch_size=8,
+                 micro_batch_size=1, recipe="megatron-core-fp8", recompute="full"))  # fmt: skip
     h100 = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
     with pytest.raises(ValueError, match="needs a Blackwell GPU"):
-        estimate("llama3-8b", ParallelPlan(dp=8), h100, seq_len=4096, global_batch_size=8,
-                 micro_batch_size=1, recipe="megatron-core-mxfp8", recompute="full")  # fmt: skip
+        estimate(Job("llama3-8b", ParallelPlan(dp=8), h100, seq_len=4096, global_batch_size=8,
+                 micro_batch_size=1, recipe="megatron-core-mxfp8", recompute="full"))  # fmt: skip
 
 
 def test_delayed_scaling_pays_an_amax_all_reduce_and_fp8_gathers_halve() -> None:
@@ -107,8 +108,8 @@ def test_delayed_scaling_pays_an_amax_all_reduce_and_fp8_gathers_halve() -> None
         recompute="selective",
     )
     plan = ParallelPlan(tp=4, pp=4, cp=2, dp=2)
-    bf16 = estimate("llama3-70b", plan, c, recipe="megatron-core-bf16", **kw)
-    fp8 = estimate("llama3-70b", plan, c, recipe="megatron-core-fp8", **kw)
+    bf16 = estimate(Job("llama3-70b", plan, c, recipe="megatron-core-bf16", **kw))
+    fp8 = estimate(Job("llama3-70b", plan, c, recipe="megatron-core-fp8", **kw))
     assert fp8.breakdown.compute < bf16.breakdown.compute
     assert fp8.recipe == "megatron-core-fp8" and fp8.mfu < fp8.hfu <= 1
 

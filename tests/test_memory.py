@@ -162,11 +162,11 @@ def test_unknown_model_and_recipe() -> None:
 
 def test_gpu_memory_without_pipeline_holds_every_parameter() -> None:
     from infralens.plan import ParallelPlan
-    from infralens.planner.fit import gpu_memory
+    from infralens.planner.fit import _gpu_memory
 
     for name in ("llama3-8b", "llama3-70b"):
         n = PRESETS[name].num_params()
-        b = gpu_memory(name, ParallelPlan(dp=8), "megatron-bf16", seq_len=1024, micro_batch_size=1)
+        b = _gpu_memory(name, ParallelPlan(dp=8), "megatron-bf16", seq_len=1024, micro_batch_size=1)
         assert b.model_states == 18 * n
         assert b.activations == PRESETS[name].layers * activation_bytes(
             name, seq_len=1024, micro_batch_size=1

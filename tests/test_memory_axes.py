@@ -15,7 +15,7 @@ import csv
 from pathlib import Path
 
 from infralens.plan import ParallelPlan
-from infralens.planner.fit import gpu_memory
+from infralens.planner.fit import _gpu_memory
 
 DATA = Path(__file__).parent / "data" / "memory_measurements.csv"
 GIB = 2**30
@@ -44,7 +44,7 @@ def local_batch(row: dict[str, str]) -> int:
 def predicted(row: dict[str, str]) -> float:
     model = {"Llama 3.1 8B": "llama3-8b", "Llama 3.1 70B": "llama3-70b"}[row["model"]]
     plan = ParallelPlan(**degrees(row))
-    b = gpu_memory(model, plan, RECIPE, seq_len=seq_len(row), micro_batch_size=local_batch(row),
+    b = _gpu_memory(model, plan, RECIPE, seq_len=seq_len(row), micro_batch_size=local_batch(row),
                    recompute="full", sequence_parallel=plan.tp > 1)  # fmt: skip
     return b.total / GIB
 

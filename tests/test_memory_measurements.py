@@ -26,7 +26,7 @@ import csv
 from pathlib import Path
 
 from infralens.plan import ParallelPlan
-from infralens.planner.fit import gpu_memory
+from infralens.planner.fit import _gpu_memory
 
 DATA = Path(__file__).parent / "data" / "memory_measurements.csv"
 GIB = 2**30
@@ -45,7 +45,7 @@ def rows(variant: str = "no compile, no Float8") -> dict[int, float]:
 
 
 def predict(dp: int, recompute: str) -> int:
-    return gpu_memory("llama3-8b", ParallelPlan(dp=dp), "fsdp2", seq_len=8192, micro_batch_size=2,
+    return _gpu_memory("llama3-8b", ParallelPlan(dp=dp), "fsdp2", seq_len=8192, micro_batch_size=2,
                       recompute=recompute, stack="pytorch").total  # fmt: skip
 
 
@@ -77,6 +77,6 @@ def test_the_recipe_predicts_each_measurement_within_ten_percent() -> None:
     # torchtitan's recipe as the runs set it: FSDP2, op-level selective checkpointing and
     # cross_entropy on fp32 logits, whose backward holds two more logit-sized fp32 tensors
     for dp, measured in rows().items():
-        b = gpu_memory("llama3-8b", ParallelPlan(dp=dp), "torchtitan-bf16", seq_len=8192,
+        b = _gpu_memory("llama3-8b", ParallelPlan(dp=dp), "torchtitan-bf16", seq_len=8192,
                        micro_batch_size=2, recompute="selective")  # fmt: skip
         assert abs(b.total / measured - 1) < 0.10, (dp, b.total / GIB, measured / GIB)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from infralens.plan import ParallelPlan
-from infralens.planner.fit import gpu_memory
+from infralens.planner.fit import _gpu_memory
+from infralens.planner.job import Job
 from infralens.planner.step import estimate
 from infralens.precision import DEFAULT_RECIPE
 from infralens.topology import Cluster
@@ -146,15 +147,17 @@ def test_plan_takes_a_token_budget_instead_of_assuming_one() -> None:
 def _nvidia(model: str, plan: ParallelPlan, nodes: int, **kw: object) -> int:
     cluster = Cluster.from_node_shape(f"{nodes}_nodes_x_8_gpus", "dgx-h100")
     e = estimate(
-        model,
-        plan,
-        cluster,
-        seq_len=8192,
-        global_batch_size=128,
-        micro_batch_size=1,
-        recompute="none",
-        recipe="megatron-core-bf16",
-        **kw,
+        Job(
+            model,
+            plan,
+            cluster,
+            seq_len=8192,
+            global_batch_size=128,
+            micro_batch_size=1,
+            recompute="none",
+            recipe="megatron-core-bf16",
+            **kw,
+        )
     )  # type: ignore[arg-type]
     return e.memory_bytes
 
@@ -166,9 +169,9 @@ def test_nvidia_megatron_core_recipes_fit() -> None:
                     schedule="interleaved", chunks=5)  # fmt: skip
     assert small < 80 * GB and large < 80 * GB
     # context parallelism divides activations and logits, and the optimizer shards over dp·cp
-    one = gpu_memory("llama3-8b", ParallelPlan(dp=8), "megatron-core-bf16", seq_len=8192,
+    one = _gpu_memory("llama3-8b", ParallelPlan(dp=8), "megatron-core-bf16", seq_len=8192,
                      micro_batch_size=1)  # fmt: skip
-    two = gpu_memory("llama3-8b", ParallelPlan(cp=2, dp=4), "megatron-core-bf16", seq_len=8192,
+    two = _gpu_memory("llama3-8b", ParallelPlan(cp=2, dp=4), "megatron-core-bf16", seq_len=8192,
                      micro_batch_size=1)  # fmt: skip
     assert two.model_states == one.model_states
     assert two.activations * 2 == one.activations and two.logits * 2 == one.logits
@@ -177,23 +180,23 @@ def test_nvidia_megatron_core_recipes_fit() -> None:
 def test_llama3_405b_with_shorter_first_and_last_stages_fits() -> None:
     cluster = Cluster.from_node_shape("2048_nodes_x_8_gpus", "dgx-h100")
     plan = ParallelPlan(tp=8, pp=16, dp=128, order="tp-cp-pp-dp")
-    e = estimate("llama3.1-405b", plan, cluster, seq_len=8192, global_batch_size=2048,
+    e = estimate(Job("llama3.1-405b", plan, cluster, seq_len=8192, global_batch_size=2048,
                  micro_batch_size=1, recompute="full", first_stage_layers=7,
-                 last_stage_layers=7)  # fmt: skip
+                 last_stage_layers=7))  # fmt: skip
     assert e.memory_bytes < 80 * GB and e.recipe == DEFAULT_RECIPE
-    even = estimate("llama3.1-405b", plan, cluster, seq_len=8192, global_batch_size=2048,
-                    micro_batch_size=1, recompute="full", uneven_stages=True)  # fmt: skip
+    even = estimate(Job("llama3.1-405b", plan, cluster, seq_len=8192, global_batch_size=2048,
+                    micro_batch_size=1, recompute="full", uneven_stages=True))  # fmt: skip
     assert e.breakdown.pp_bubble == pytest.approx(even.breakdown.pp_bubble)
     with pytest.raises(ValueError, match="layers must be divisible by pp"):
-        estimate("llama3.1-405b", plan, cluster, seq_len=8192, global_batch_size=2048,
-                 micro_batch_size=1)  # fmt: skip
+        estimate(Job("llama3.1-405b", plan, cluster, seq_len=8192, global_batch_size=2048,
+                 micro_batch_size=1))  # fmt: skip
 
 
 def test_no_plan_skips_the_memory_check() -> None:
     cluster = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
     with pytest.raises(ValueError, match=r"model does not fit: .* GB per GPU"):
-        estimate("llama3-70b", ParallelPlan(dp=8), cluster, seq_len=8192,
-                 global_batch_size=8, micro_batch_size=1)  # fmt: skip
+        estimate(Job("llama3-70b", ParallelPlan(dp=8), cluster, seq_len=8192,
+                 global_batch_size=8, micro_batch_size=1))  # fmt: skip
 
 
 def _published(meta: bool) -> list[tuple[str, int, int]]:
@@ -208,14 +211,13 @@ def _published(meta: bool) -> list[tuple[str, int, int]]:
         cluster = Cluster(row.gpus // system.gpus_per_node, system.gpus_per_node, system)
         order = "tp-cp-pp-dp" if meta else "tp-cp-dp-pp"
         plan = ParallelPlan(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, order=order)
-        e = estimate(
+        e = estimate(Job(
             row.config(), plan, cluster, seq_len=row.seq_len, global_batch_size=row.global_batch,
             micro_batch_size=row.micro_batch, sequence_parallel=row.sequence_parallel,
             recompute=row.recompute, schedule=row.schedule, chunks=row.chunks,
             zero_stage=row.zero_stage, attention=row.attention, account_for_embedding=meta,
-            account_for_loss=meta,
-            check_memory=False, recipe=row.recipe or None,
-        )  # fmt: skip
+            account_for_loss=meta,  recipe=row.recipe or None,
+        ), check_memory=False)  # fmt: skip
         out.append((row.run_id, e.memory_bytes, system.gpu.hbm_bytes))
     return out
 

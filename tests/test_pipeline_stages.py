@@ -17,7 +17,8 @@ from infralens.model import PRESETS, TransformerConfig
 from infralens.pipeline_memory import chunk_layers, in_flight, layers_in_flight, stage_layers
 from infralens.plan import ParallelPlan
 from infralens.planner import _step_terms
-from infralens.planner.fit import gpu_memory
+from infralens.planner.fit import _gpu_memory
+from infralens.planner.job import Job
 from infralens.planner.step import estimate
 from infralens.stage_balance import megatron_split
 from infralens.topology import Cluster
@@ -103,10 +104,10 @@ def test_llama3_405b_embedding_and_loss_split_is_priced() -> None:
     split = stage_layers(126, 16, chunks=8, embedding=True, loss=True)
     assert split == (7,) + (8,) * 14 + (7,) == megatron_split(126, stages=16, first=7, last=7)
 
-    e = estimate("llama3.1-405b", plan, cluster, **LLAMA3_405B)  # type: ignore[arg-type]
+    e = estimate(Job("llama3.1-405b", plan, cluster, **LLAMA3_405B))  # type: ignore[arg-type]
     assert e.microbatches == 16 and e.memory_bytes < 80 * GB
     job = {k: v for k, v in LLAMA3_405B.items() if k not in ("global_batch_size", "schedule")}
-    mem = gpu_memory("llama3.1-405b", plan, seq_len=8192, micro_batch_size=1, recompute="full",
+    mem = _gpu_memory("llama3.1-405b", plan, seq_len=8192, micro_batch_size=1, recompute="full",
                      sequence_parallel=True, microbatches=16, chunks=8,
                      account_for_embedding=True, account_for_loss=True)  # fmt: skip
     assert job and mem.total == e.memory_bytes
@@ -132,12 +133,12 @@ def test_llama3_405b_pace_is_a_full_middle_stage() -> None:
     # refuses those with 8 chunks (7 % 8), so they are compared under 1F1B, where the two
     # arguments give the same stages; the compute of a stage does not depend on the schedule.
     cluster, plan = _llama3_405b()
-    flags = estimate("llama3.1-405b", plan, cluster, **LLAMA3_405B)  # type: ignore[arg-type]
+    flags = estimate(Job("llama3.1-405b", plan, cluster, **LLAMA3_405B))  # type: ignore[arg-type]
     job = {k: v for k, v in LLAMA3_405B.items() if k not in ("schedule", "chunks")}
-    one_f = estimate("llama3.1-405b", plan, cluster, **job)  # type: ignore[arg-type]
+    one_f = estimate(Job("llama3.1-405b", plan, cluster, **job))  # type: ignore[arg-type]
     job = {k: v for k, v in job.items() if not k.startswith("account")}
-    ends = estimate("llama3.1-405b", plan, cluster, first_stage_layers=7, last_stage_layers=7,
-                    **job)  # type: ignore[arg-type]  # fmt: skip
+    ends = estimate(Job("llama3.1-405b", plan, cluster, first_stage_layers=7, last_stage_layers=7,
+                    **job))  # type: ignore[arg-type]  # fmt: skip
     assert one_f.breakdown == ends.breakdown and one_f.memory_bytes == ends.memory_bytes
     assert flags.breakdown.compute == ends.breakdown.compute
     assert flags.breakdown.tp == ends.breakdown.tp
@@ -157,7 +158,7 @@ def test_the_last_stage_pays_for_the_output_layer() -> None:
     job = {"seq_len": 4096, "global_batch_size": 64, "micro_batch_size": 1}
 
     def step(**split: int | bool) -> float:
-        return estimate(_small(), plan, cluster, **job, **split).seconds  # type: ignore[arg-type]
+        return estimate(Job(_small(), plan, cluster, **job, **split)).seconds  # type: ignore[arg-type]
 
     # The same layers, 9 first and 7 last or 7 first and 9 last: only the head moves.
     assert step(first_stage_layers=7, last_stage_layers=9) > step(
@@ -167,8 +168,8 @@ def test_the_last_stage_pays_for_the_output_layer() -> None:
     # paces the step faster than equal stages, whose last stage carries 8 layers and the head.
     m31 = TransformerConfig(layers=31, hidden=2048, heads=16, kv_heads=8, ffn_hidden=5632,
                             vocab_size=128256, seq_len=4096)  # fmt: skip
-    short = estimate(m31, plan, cluster, account_for_loss=True, **job)  # type: ignore[arg-type]
-    even = estimate(_small(), plan, cluster, **job)  # type: ignore[arg-type]
+    short = estimate(Job(m31, plan, cluster, account_for_loss=True, **job))  # type: ignore[arg-type]
+    even = estimate(Job(_small(), plan, cluster, **job))  # type: ignore[arg-type]
     assert short.breakdown.compute < even.breakdown.compute
 
 
@@ -204,7 +205,7 @@ def test_the_plan_file_takes_the_embedding_and_loss_flags(tmp_path: pytest.TempP
         plan, cluster, work = load_plan_file(path)
         assert work is not None and work.account_for_embedding == key.endswith("true")
         counted[key] = fill_worksheet(plan, cluster, work).memory_bytes
-    mem = gpu_memory("llama3-8b", ParallelPlan(tp=8, pp=3), seq_len=8192, micro_batch_size=1,
+    mem = _gpu_memory("llama3-8b", ParallelPlan(tp=8, pp=3), seq_len=8192, micro_batch_size=1,
                      recompute="full", sequence_parallel=True, microbatches=6,
                      account_for_embedding=True)  # fmt: skip
     assert counted["account_for_embedding: true"] == mem.total == counted["first_stage_layers: 10"]

@@ -25,7 +25,8 @@ from infralens.megatron_formulas import megatron_flops_per_iteration
 from infralens.model import PRESETS, TransformerConfig
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
-from infralens.planner.fit import gpu_memory
+from infralens.planner.fit import _gpu_memory
+from infralens.planner.job import Job
 from infralens.planner.step import estimate, group_of
 from infralens.planner.step_validation import check_run, load_runs
 from infralens.topology import Cluster
@@ -117,8 +118,8 @@ def _c(nodes: int, preset: str = "dgx-h100") -> Cluster:
 
 
 def test_breakdown_adds_up_and_tp_is_priced_by_nccl() -> None:
-    e = estimate("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), _c(8), seq_len=4096,
-                 global_batch_size=512, micro_batch_size=1)  # fmt: skip
+    e = estimate(Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), _c(8), seq_len=4096,
+                 global_batch_size=512, micro_batch_size=1))  # fmt: skip
     assert e.seconds == pytest.approx(e.breakdown.total)
     g = group_of(ParallelPlan(tp=8, pp=4, dp=2), "tp")
     act = 4096 * 8192 * 2
@@ -135,14 +136,14 @@ def test_breakdown_adds_up_and_tp_is_priced_by_nccl() -> None:
 def test_more_microbatches_shrink_the_bubble_share() -> None:
     kw = dict(seq_len=4096, micro_batch_size=1)
     small = estimate(
-        "llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), _c(8), global_batch_size=16, **kw
+        Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), _c(8), global_batch_size=16, **kw)
     )
     large = estimate(
-        "llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), _c(8), global_batch_size=512, **kw
+        Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), _c(8), global_batch_size=512, **kw)
     )
     assert small.breakdown.pp_bubble / small.seconds > large.breakdown.pp_bubble / large.seconds
-    inter = estimate("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), _c(8), global_batch_size=16,
-                     schedule="interleaved", chunks=5, **kw)  # fmt: skip
+    inter = estimate(Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), _c(8), global_batch_size=16,
+                     schedule="interleaved", chunks=5, **kw))  # fmt: skip
     assert inter.breakdown.pp_bubble < small.breakdown.pp_bubble
 
 
@@ -165,7 +166,7 @@ def test_more_microbatches_shrink_the_bubble_share() -> None:
 def test_bad_input_is_one_clear_error(plan: ParallelPlan, kwargs: dict, message: str) -> None:
     args = dict(seq_len=4096, global_batch_size=512, micro_batch_size=1) | kwargs
     with pytest.raises(ValueError, match=message):
-        estimate("llama2-70b", plan, _c(8), **args)
+        estimate(Job("llama2-70b", plan, _c(8), **args))
 
 
 def test_a_gpu_that_is_no_preset_is_refused_by_name() -> None:
@@ -173,8 +174,8 @@ def test_a_gpu_that_is_no_preset_is_refused_by_name() -> None:
     # measured, and says so instead of leaking StopIteration from the preset lookup.
     custom = replace(SYSTEMS["dgx-h100"], gpu=replace(H100, name="H100 PCIe"))
     with pytest.raises(ValueError, match="gpu 'H100 PCIe' is not a preset"):
-        estimate("llama3-8b", ParallelPlan(dp=8), Cluster(1, 8, custom), seq_len=8192,
-                 global_batch_size=16, micro_batch_size=2, zero_stage=3)  # fmt: skip
+        estimate(Job("llama3-8b", ParallelPlan(dp=8), Cluster(1, 8, custom), seq_len=8192,
+                 global_batch_size=16, micro_batch_size=2, zero_stage=3))  # fmt: skip
 
 
 def test_the_500w_hbm2e_h100_differs_from_the_sxm_only_in_its_hbm() -> None:
@@ -182,8 +183,8 @@ def test_the_500w_hbm2e_h100_differs_from_the_sxm_only_in_its_hbm() -> None:
     # so a GEMM-only difference would be a bug; what changes is every HBM-bound term.
     kw = dict(seq_len=8192, global_batch_size=16, micro_batch_size=2, zero_stage=3,
               elementwise="eager", check_memory=False)  # fmt: skip
-    sxm = estimate("llama3-8b", ParallelPlan(dp=8), _c(1, "dgx-h100"), **kw)
-    hbm2e = estimate("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"), **kw)
+    sxm = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "dgx-h100"), **kw))
+    hbm2e = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"), **kw))
     assert matmul_ceiling("h100-hbm2e-96gb") == MAMF_BF16["h100-sxm5-80gb"]
     assert "h100-hbm2e-96gb" not in MAMF_BF16  # no measurement is claimed for it
     slower = hbm2e.breakdown.compute - sxm.breakdown.compute
@@ -201,9 +202,9 @@ def test_a_published_fsdp_run_is_not_refused_as_out_of_memory() -> None:
     # count what that policy saves (infralens.memory's "pytorch" stack), not Megatron's
     # selective recomputation, which keeps far more and would refuse the run.
     node = _c(1, "grand-teton-h100-hbm2e")
-    e = estimate("llama3-8b", ParallelPlan(dp=8), node, seq_len=8192, global_batch_size=16,
-                 micro_batch_size=2, zero_stage=3, elementwise="eager")  # fmt: skip
-    titan = gpu_memory("llama3-8b", ParallelPlan(dp=8), "fsdp2", seq_len=8192,
+    e = estimate(Job("llama3-8b", ParallelPlan(dp=8), node, seq_len=8192, global_batch_size=16,
+                 micro_batch_size=2, zero_stage=3, elementwise="eager"))  # fmt: skip
+    titan = _gpu_memory("llama3-8b", ParallelPlan(dp=8), "fsdp2", seq_len=8192,
                        micro_batch_size=2, recompute="selective", stack="pytorch")  # fmt: skip
     assert e.memory_bytes == titan.total
     with open(DATA.parent / "memory_measurements.csv", newline="", encoding="utf-8") as f:
@@ -213,8 +214,8 @@ def test_a_published_fsdp_run_is_not_refused_as_out_of_memory() -> None:
 
 
 def test_fsdp_traffic_hides_behind_compute_when_shorter() -> None:
-    e = estimate("llama3-8b", ParallelPlan(dp=64), _c(8, "dgx-a100"), seq_len=8192,
-                 global_batch_size=64, micro_batch_size=1, zero_stage=3)  # fmt: skip
+    e = estimate(Job("llama3-8b", ParallelPlan(dp=64), _c(8, "dgx-a100"), seq_len=8192,
+                 global_batch_size=64, micro_batch_size=1, zero_stage=3))  # fmt: skip
     assert e.breakdown.dp < 0.05 * e.breakdown.compute
 
 
@@ -224,9 +225,9 @@ def _megatron_2021(**flags: bool):  # type: ignore[no-untyped-def]
                           vocab_size=51200, seq_len=2048, tied_embeddings=True, bias=True,
                           learned_positions=True)  # fmt: skip
     plan = ParallelPlan(tp=8, pp=2, dp=4)
-    e = estimate(m, plan, _c(8, "dgx-a100"), seq_len=2048, global_batch_size=64,
+    e = estimate(Job(m, plan, _c(8, "dgx-a100"), seq_len=2048, global_batch_size=64,
                  micro_batch_size=1, sequence_parallel=False, recompute="full", zero_stage=0,
-                 attention="materialized", **flags)  # fmt: skip
+                 attention="materialized", **flags))  # fmt: skip
     return m, plan, e
 
 

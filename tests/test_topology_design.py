@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -10,16 +11,15 @@ import pytest
 from infralens.hardware import SYSTEMS
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
-from infralens.planner.design import Workload, compare, fill_worksheet, render_markdown
+from infralens.planner.design import compare, fill_worksheet, render_markdown
+from infralens.planner.job import Job
 from infralens.planner.worksheet import STEP_TERMS
 from infralens.topology import Cluster, parse_node_shape
 
 GB = 10**9
 H100 = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
-WORK = Workload(
-    num_params=68_976_648_192, layers=80, hidden=8192, heads=64, seq_len=4096,
-    micro_batch_size=1, global_batch_size=512,
-)  # fmt: skip
+PLAN = ParallelPlan(tp=8, pp=4, dp=2)
+WORK = Job("llama2-70b", PLAN, H100, seq_len=4096, global_batch_size=512)
 
 
 def test_tiers_carry_the_cited_per_direction_bandwidths() -> None:
@@ -40,7 +40,7 @@ def test_nvl72_keeps_72_gpus_in_one_nvlink_domain() -> None:
 
 
 def test_worksheet_names_links_and_memory() -> None:
-    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, WORK)
+    sheet = fill_worksheet(WORK)
     assert {r.axis: r.placement for r in sheet.axes} == {
         "tp": "nvlink",
         "pp": "network",
@@ -60,8 +60,8 @@ def test_worksheet_names_links_and_memory() -> None:
 def test_the_frequency_column_counts_the_calls_it_prices(change: dict[str, object]) -> None:
     """Each row's frequency opens with its calls per step, and those calls times the bytes
     one call sends are the row's bytes per step."""
-    work = Workload(**{**WORK.__dict__, **change})
-    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, work)
+    work = replace(WORK, **change)
+    sheet = fill_worksheet(work)
     for r in sheet.comms[1:]:
         count = int(r.frequency.split(" per step: ")[0].replace(",", ""))
         if r.axis == "tp":  # 2 calls per layer in each pass, 20 layers, 256 micro-batches
@@ -86,7 +86,7 @@ def test_the_frequency_column_counts_the_calls_it_prices(change: dict[str, objec
 
 
 def test_the_risk_column_says_what_a_trace_shows_and_how_to_measure_it() -> None:
-    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, WORK)
+    sheet = fill_worksheet(WORK)
     for r in sheet.comms:
         assert r.risk.startswith("in a trace: ") and "; measure " in r.risk
     tp, pp, dp = ([r.risk for r in sheet.comms if r.axis == a] for a in ("tp", "pp", "dp"))
@@ -99,9 +99,9 @@ def test_the_risk_column_says_what_a_trace_shows_and_how_to_measure_it() -> None
 
 
 def test_moving_tp_across_nodes_prices_the_cross_node_group() -> None:
-    good = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, WORK)
+    good = fill_worksheet(WORK)
     plan = ParallelPlan(tp=8, pp=4, dp=2, order="dp-tp-cp-pp")
-    bad = fill_worksheet(plan, H100, Workload(**{**WORK.__dict__, "sequence_parallel": False}))
+    bad = fill_worksheet(replace(replace(WORK, sequence_parallel=False), plan=plan))
     group = plan.groups("tp")[0]
     assert group == [0, 2, 4, 6, 8, 10, 12, 14]  # four GPUs on each of two nodes
     row = next(r for r in bad.comms if r.axis == "tp")
@@ -119,14 +119,14 @@ def test_moving_tp_across_nodes_prices_the_cross_node_group() -> None:
 
 
 def test_zero3_gathers_per_wrapped_unit() -> None:
-    w = Workload(**{**WORK.__dict__, "zero_stage": 3})
-    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, w)
+    w = replace(WORK, zero_stage=3)
+    sheet = fill_worksheet(w)
     frequencies = [r.frequency for r in sheet.comms if r.axis == "dp"]
     assert sum("per wrapped unit" in f for f in frequencies) == 2
     risks = [r.risk for r in sheet.comms if r.axis == "dp"]
     assert ["before each wrapped unit" in r for r in risks] == [True, True, False]
     assert "after each layer's backward" in risks[2] and "; measure " in risks[2]
-    assert len(compare([ParallelPlan(tp=8, pp=8), ParallelPlan(tp=8, pp=4, dp=2)], H100, WORK)) == 2
+    assert len(compare([ParallelPlan(tp=8, pp=8), ParallelPlan(tp=8, pp=4, dp=2)], WORK)) == 2
 
 
 def test_the_worksheet_sends_what_the_step_prices() -> None:
@@ -134,34 +134,37 @@ def test_the_worksheet_sends_what_the_step_prices() -> None:
     each pass (three with full recomputation), DP in the recipe's gradient and gather dtypes,
     ZeRO-3 per layer every micro-batch."""
     plan = ParallelPlan(tp=8, pp=4, dp=2)
-    params = -(-WORK.num_params // 32)  # each GPU's shard of the model, padded
+    params = -(-WORK.config.num_params() // 32)  # each GPU's shard of the model, padded
     half = Fraction(1, 2)  # a ring over 2 ranks sends (n - 1)/n of each call
 
-    def sent(work: Workload, axis: str) -> dict[str, Fraction]:
-        return {r.collective: r.bytes_per_step for r in fill_worksheet(plan, H100, work).comms
+    def sent(work: Job, axis: str) -> dict[str, Fraction]:
+        sheet = fill_worksheet(replace(work, plan=plan))
+        return {r.collective: r.bytes_per_step for r in sheet.comms
                 if r.axis == axis}  # fmt: skip
 
     m = 512 // 2
     tp = sent(WORK, "tp")["all_gather"] / (Fraction(7, 8) * 4096 * 8192 * 2)
-    full = sent(Workload(**{**WORK.__dict__, "recompute": "full"}), "tp")["all_gather"]
+    full = sent(replace(WORK, recompute="full"), "tp")["all_gather"]
     assert tp == 4 * 20 * m and full / (Fraction(7, 8) * 4096 * 8192 * 2) == 6 * 20 * m
     # PP: each TP rank sends its 1/8 of the sequence, forward and back, per chunk
     pp = sent(WORK, "pp")["send_recv"]
     assert pp == 2 * m * 4096 * 8192 * 2 // 8
-    assert sent(Workload(**{**WORK.__dict__, "schedule": "interleaved", "chunks": 5}),
+    assert sent(replace(WORK, schedule="interleaved", chunks=5),
                 "pp")["send_recv"] == 5 * pp  # fmt: skip
     # the default recipe reduces gradients in fp32 and gathers bf16 parameters
     dp = {"reduce_scatter": half * params * 4, "all_gather": half * params * 2}
     assert sent(WORK, "dp") == dp
-    bf16 = sent(Workload(**{**WORK.__dict__, "recipe": "megatron-core-bf16"}), "dp")
+    bf16 = sent(replace(WORK, recipe="megatron-core-bf16"), "dp")
     assert bf16["reduce_scatter"] == half * params * 2  # --grad-reduce-in-bf16
-    fp8 = fill_worksheet(plan, H100, Workload(**{**WORK.__dict__, "recipe": "megatron-core-fp8"}))
+    fp8 = fill_worksheet(replace(replace(WORK, recipe="megatron-core-fp8"), plan=plan))
     tp8 = [r.bytes_per_step for r in fp8.comms if r.axis == "tp" and r.collective == "all_gather"]
     s7 = Fraction(7, 8) * 4096 * 8192 * 2
     assert sorted(tp8) == [s7 / 2 * 2 * 20 * m, s7 * 2 * 20 * m]  # forward FP8, backward bf16
-    z3 = Workload(**{**WORK.__dict__, "zero_stage": 3})
+    z3 = replace(WORK, zero_stage=3)
     r = z3.resolved_recipe()
-    rows = [x.bytes_per_step for x in fill_worksheet(plan, H100, z3).comms if x.axis == "dp"]
+    rows = [
+        x.bytes_per_step for x in fill_worksheet(replace(z3, plan=plan)).comms if x.axis == "dp"
+    ]
     gather = params * r.gather_bytes // 20
     grads = params * (4 if r.grad_reduce_in_fp32 else 2) // 20
     assert rows == [half * gather * 20 * m] * 2 + [half * grads * 20 * m]  # per micro-batch
@@ -180,8 +183,8 @@ TP_CHANGES = [
 def test_the_worksheets_tp_seconds_are_the_steps(change: dict[str, object]) -> None:
     """Megatron-Core without TP overlap waits for every TP collective, so the step's exposed
     TP time is the worksheet's TP rows added up: the two count the same calls."""
-    work = Workload(**{**WORK.__dict__, **change})
-    sheet = fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2), H100, work)
+    work = replace(WORK, **change)
+    sheet = fill_worksheet(work)
     rows = sum(r.seconds_per_step for r in sheet.comms if r.axis == "tp")
     assert float(rows) == pytest.approx(sheet.step.breakdown.tp, rel=1e-12)
     if change == {"sequence_parallel": False}:  # a middle stage paces: 2 exchanges a micro-batch
@@ -203,15 +206,16 @@ def test_the_worksheets_dp_seconds_are_the_steps_without_overlap(change: dict[st
     """With nothing hidden behind the backward, the step's DP term is the worksheet's DP rows
     added up, FP8 delayed scaling's amax all-reduces included (the shard is padded in one and
     not the other, hence the tolerance)."""
+    from infralens.planner.job import Job
     from infralens.planner.step import estimate
 
     plan = ParallelPlan(tp=8, pp=4, dp=2)
-    work = Workload(**{**WORK.__dict__, **change})
-    sheet = fill_worksheet(plan, H100, work)
+    work = replace(WORK, **change)
+    sheet = fill_worksheet(replace(work, plan=plan))
     rows = sum(r.seconds_per_step for r in sheet.comms if r.axis == "dp")
-    step = estimate(work.config(), plan, H100, seq_len=4096, global_batch_size=512,
+    step = estimate(Job(work.config, plan, H100, seq_len=4096, global_batch_size=512,
                     micro_batch_size=1, recipe=work.resolved_recipe(), schedule=work.schedule,
-                    chunks=work.chunks, overlap_grad_reduce=False, check_memory=False)  # fmt: skip
+                    chunks=work.chunks, overlap_grad_reduce=False), check_memory=False)  # fmt: skip
     assert float(rows) == pytest.approx(step.breakdown.dp, rel=1e-4)
     amax = [r for r in sheet.comms if "amax" in r.frequency]
     assert len(amax) == (work.resolved_recipe().scaling == "delayed")
@@ -225,11 +229,14 @@ def test_the_worksheets_dp_seconds_are_the_steps_without_overlap(change: dict[st
         (lambda: H100.tier_of([]), "ranks must hold at least one rank"),
         (lambda: H100.node_of(64), "rank must be < world_size 64"),
         (lambda: predict("all_reduce", -1, H100, [0, 1]), "nbytes must be >= 0"),
-        (lambda: fill_worksheet(ParallelPlan(tp=8, pp=4), H100, WORK), "= 32 != 64"),
-        (lambda: fill_worksheet(ParallelPlan(tp=8, pp=4, dp=2, ep=2), H100, WORK), "ep must be 1"),
-        (lambda: Workload(**{**WORK.__dict__, "zero_stage": 5}), "zero_stage must be one of"),
-        (lambda: Workload(**{**WORK.__dict__, "recompute": "some"}), "recompute must be one of"),
-        (lambda: Workload(**{**WORK.__dict__, "layers": 0}), "layers must be >= 1"),
+        (lambda: fill_worksheet(replace(WORK, plan=ParallelPlan(tp=8, pp=4))), "= 32 != 64"),
+        (
+            lambda: fill_worksheet(replace(WORK, plan=ParallelPlan(tp=8, pp=4, dp=2, ep=2))),
+            "ep must be 1",
+        ),
+        (lambda: replace(WORK, zero_stage=5), "zero_stage must be one of"),
+        (lambda: replace(WORK, recompute="some"), "recompute must be one of"),
+        (lambda: replace(WORK, seq_len=0), "seq_len must be >= 1"),
     ],
 )
 def test_bad_input_names_the_argument(call: object, message: str) -> None:
@@ -280,9 +287,9 @@ def test_lab12_worksheet_page_holds_both_tables_with_the_packages_numbers() -> N
         Path(__file__).resolve().parents[1] / "labs_src" / "starters" / "parallelism_plan.yaml"
     )
     text = worksheet_page(starter)  # what the handbook's build writes to _generated/
-    plan, cluster, work = load_plan_file(starter)
+    plan, _cluster, work = load_plan_file(starter)
     assert work is not None
-    sheet = fill_worksheet(plan, cluster, work)
+    sheet = fill_worksheet(work)
     assert sheet.step is not None
 
     axes = _table(text, "Axis")
@@ -329,9 +336,10 @@ def test_a_pipeline_that_leaves_its_node_is_priced_on_its_network_hop() -> None:
     cluster = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     plan = ParallelPlan(tp=2, pp=8)
     assert ring_hop(cluster, plan.groups("pp")[0]) == [6, 8]
-    work = Workload(num_params=6_738_415_616, layers=32, hidden=4096, heads=32, seq_len=4096,
-                    micro_batch_size=1, global_batch_size=16, sequence_parallel=False)  # fmt: skip
-    sheet = fill_worksheet(plan, cluster, work)
+    work = Job(
+        "llama2-7b", plan, cluster, seq_len=4096, global_batch_size=16, sequence_parallel=False
+    )
+    sheet = fill_worksheet(work)
     (row,) = [r for r in sheet.comms if r.axis == "pp"]
     hop = Fraction(predict("send_recv", 4096 * 4096 * 2, cluster, [6, 8]).seconds)
     assert row.link == "network" and row.seconds_per_step == 2 * 16 * hop
@@ -346,17 +354,24 @@ def test_the_blank_worksheet_states_the_plan_files_workload_and_its_memory_formu
 
     starters = Path(__file__).resolve().parents[1] / "labs_src" / "starters"
     text = (starters / "topology_design_worksheet.md").read_text(encoding="utf-8")
-    plan, cluster, work = load_plan_file(starters / "parallelism_plan.yaml")
+    plan, _cluster, work = load_plan_file(starters / "parallelism_plan.yaml")
     assert work is not None
-    for value in (work.num_params, work.seq_len, work.global_batch_size):
+    for value in (work.config.num_params(), work.seq_len, work.global_batch_size):
         assert f"{value:,}" in text or f"= {value} " in text, value
-    assert f"L = {work.layers} layers" in text and f"h = {work.hidden}" in text
+    assert f"L = {work.config.layers} layers" in text and f"h = {work.config.hidden}" in text
     recipe = work.resolved_recipe()
     assert f"Recipe: `{recipe.name}`" in text
     assert "model states = P / (tp * pp) * (2 + 4 + 12 / dp) bytes" in text
     assert [b.nbytes for b in recipe.buffers] == [2, 4, 4, 4, 4]  # the formula's bytes
-    sheet = fill_worksheet(plan, cluster, work)
-    states = work.num_params / (plan.tp * plan.pp) * (2 + 4 + 12 / plan.dp)
-    activations = 34 * work.seq_len * work.micro_batch_size * work.hidden * work.layers / plan.tp
+    sheet = fill_worksheet(work)
+    states = work.config.num_params() / (plan.tp * plan.pp) * (2 + 4 + 12 / plan.dp)
+    activations = (
+        34
+        * work.seq_len
+        * work.micro_batch_size
+        * work.config.hidden
+        * work.config.layers
+        / plan.tp
+    )
     assert states == pytest.approx(sheet.model_state_bytes, rel=0.02)
     assert activations == pytest.approx(sheet.activation_bytes, rel=0.03)

@@ -74,8 +74,8 @@ def memory_report(
 def job_of(model: str | None, path: str | Path, recipe: str | None = None) -> Job:
     """The :class:`~infralens.planner.job.Job` of the plan file at *path*.
 
-    The file's ``training`` section gives it; *model*, if given, must agree with the
-    file's. Without a ``training`` section, *model* is needed: its own sequence length,
+    The file's ``training`` section gives it; *model*, if given, replaces the file's
+    model and keeps its batch and options. Without a ``training`` section, *model* is needed: its own sequence length,
     micro-batch 1, one micro-batch per stage per replica, no recomputation and no
     sequence parallelism. *recipe*, when given, replaces the job's.
 
@@ -86,11 +86,7 @@ def job_of(model: str | None, path: str | Path, recipe: str | None = None) -> Jo
     if model is not None:
         check_choice("model", model, tuple(PRESETS))
     if job is not None and model is not None:
-        if job.model_name not in (None, model):
-            raise ValueError(
-                f"--model {model!r} contradicts the plan file's model {job.model_name!r}"
-            )
-        job = replace(job, model=PRESETS[model])  # a bare shape takes the preset's
+        job = replace(job, model=PRESETS[model])
     if job is None:
         if model is None:
             raise ValueError(

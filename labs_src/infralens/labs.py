@@ -150,7 +150,13 @@ LABS: tuple[Lab, ...] = (
         ("experts", "expert_dispatch"),
         "expert-parallel",
     ),
-    _lab(12, "64-GPU design worksheet", "Cluster", ("design",), "cluster-design"),
+    _lab(
+        12,
+        "64-GPU design worksheet",
+        "Cluster",
+        ("planner.design",),
+        "cluster-design",
+    ),
     _lab(13, "Sharded checkpoints", "Operations", ("checkpoint",), "checkpoints"),
     _lab(
         14,
@@ -161,13 +167,18 @@ LABS: tuple[Lab, ...] = (
     ),
     _lab(15, "Inside NCCL", "Cluster", ("nccl",), "nccl"),
     _lab(
-        16, "Step time and MFU", "Cluster", ("step", "compute"), "step-time", "step"
+        16,
+        "Step time and MFU",
+        "Cluster",
+        ("planner.step", "compute"),
+        "step-time",
+        "step",
     ),
     _lab(
         17,
         "Memory and precision",
         "Cluster",
-        ("fit", "memory", "precision"),
+        ("planner.fit", "memory", "precision"),
         "memory",
     ),
     _lab(
