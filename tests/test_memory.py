@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -204,34 +205,34 @@ def test_shortfall_and_bad_gpu() -> None:
         shortfall(Breakdown("first", 0, 0, 0, 0), "b200")
 
 
-def _work(**kw: object) -> object:
-    from infralens.planner.design import Workload
+def _work(plan: object = None, **kw: object) -> Any:
+    from infralens.plan import ParallelPlan
+    from infralens.planner.job import Job
+    from infralens.topology import Cluster
 
-    base = {"num_params": 68_976_648_192, "layers": 80, "hidden": 8192, "heads": 64,
-            "seq_len": 4096, "micro_batch_size": 1, "global_batch_size": 512}  # fmt: skip
-    return Workload(**{**base, **kw})  # type: ignore[arg-type]
+    cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+    plan = plan or ParallelPlan(tp=8, pp=4, dp=2)
+    return Job("llama2-70b", plan, cluster, seq_len=4096, global_batch_size=512, **kw)  # type: ignore[arg-type]
 
 
 def test_worksheet_memory_follows_the_recipe() -> None:
     from infralens.plan import ParallelPlan
     from infralens.planner.design import fill_worksheet, render_markdown
     from infralens.sharding import padded_shard_size
-    from infralens.topology import Cluster
 
-    cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
     plan = ParallelPlan(tp=8, pp=4, dp=2)
     params = padded_shard_size(68_976_648_192, 32)
-    paper = fill_worksheet(plan, cluster, _work(zero_stage=1, recipe="zero-paper"))  # type: ignore[arg-type]
-    megatron = fill_worksheet(plan, cluster, _work(zero_stage=1, recipe="megatron-bf16-distopt"))  # type: ignore[arg-type]
+    paper = fill_worksheet(_work(plan, zero_stage=1, recipe="zero-paper"))
+    megatron = fill_worksheet(_work(plan, recipe="megatron-bf16-distopt"))
     # the first stage holds 20 layers and the embedding: 4 + 12/2 bytes against 6 + 12/2
-    m = _work().config()  # type: ignore[attr-defined]
+    m = _work().config
     first = 20 * m.layer_params() // 8 + m.embedding_params() // 8
     assert (paper.model_state_bytes, megatron.model_state_bytes) == (10 * first, 12 * first)
     assert (paper.recipe, megatron.recipe) == ("zero-paper-1", "megatron-bf16-distopt")
     assert megatron.activation_bytes == paper.activation_bytes
     assert first > params  # the first stage holds the embedding too: more than 1/32
     wide = ParallelPlan(tp=8, pp=1, dp=8)  # 8.6B parameters per GPU at 18 bytes
-    small = fill_worksheet(wide, cluster, _work(zero_stage=0, recipe="megatron-bf16"))  # type: ignore[arg-type]
+    small = fill_worksheet(_work(wide, zero_stage=0, recipe="megatron-bf16"))
     over = (small.memory_bytes - 80 * 10**9) / 1e9
     assert over > 0
     text = render_markdown(small)

@@ -202,9 +202,9 @@ def test_the_plan_file_takes_the_embedding_and_loss_flags(tmp_path: pytest.TempP
     for key in ("account_for_embedding: true", "first_stage_layers: 10"):
         path = tmp_path / f"{key.split(':')[0]}.yaml"  # type: ignore[operator]
         path.write_text(text + f"  {key}\n", encoding="utf-8")
-        plan, cluster, work = load_plan_file(path)
+        work = load_plan_file(path)[2]
         assert work is not None and work.account_for_embedding == key.endswith("true")
-        counted[key] = fill_worksheet(plan, cluster, work).memory_bytes
+        counted[key] = fill_worksheet(work).memory_bytes
     mem = _gpu_memory("llama3-8b", ParallelPlan(tp=8, pp=3), seq_len=8192, micro_batch_size=1,
                      recompute="full", sequence_parallel=True, microbatches=6,
                      account_for_embedding=True)  # fmt: skip

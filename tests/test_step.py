@@ -182,9 +182,11 @@ def test_the_500w_hbm2e_h100_differs_from_the_sxm_only_in_its_hbm() -> None:
     # Its matmul and attention ceilings stand in from the 700 W SXM part (an upper bound),
     # so a GEMM-only difference would be a bug; what changes is every HBM-bound term.
     kw = dict(seq_len=8192, global_batch_size=16, micro_batch_size=2, zero_stage=3,
-              elementwise="eager", check_memory=False)  # fmt: skip
-    sxm = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "dgx-h100"), **kw))
-    hbm2e = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"), **kw))
+              elementwise="eager")  # fmt: skip
+    sxm = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "dgx-h100"), **kw),
+                   check_memory=False)  # fmt: skip
+    hbm2e = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"), **kw),
+                     check_memory=False)  # fmt: skip
     assert matmul_ceiling("h100-hbm2e-96gb") == MAMF_BF16["h100-sxm5-80gb"]
     assert "h100-hbm2e-96gb" not in MAMF_BF16  # no measurement is claimed for it
     slower = hbm2e.breakdown.compute - sxm.breakdown.compute

@@ -8,6 +8,7 @@ step model for TP 8 x PP 4 x DP 2 and for TP 4 x PP 8 x DP 2.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -18,7 +19,7 @@ from infralens.planner.design import fill_worksheet
 from infralens.planner.plan_file import load_plan_file
 
 STARTER = Path("../../labs_src/starters/parallelism_plan.yaml")  # figures run in _figures/
-_, cluster, work = load_plan_file(STARTER)
+work = load_plan_file(STARTER)[2]
 assert work is not None
 plans = [("TP 8, PP 4, DP 2", ParallelPlan(tp=8, pp=4, dp=2))]
 plans.append(("TP 4, PP 8, DP 2", ParallelPlan(tp=4, pp=8, dp=2)))
@@ -26,7 +27,7 @@ NAMES = {"compute": "compute", "tp": "exposed TP", "pp_bubble": "PP bubble"}
 
 fig, ax = plt.subplots(figsize=(7.0, 2.3))
 for row, (_label, plan) in enumerate(plans):
-    step = fill_worksheet(plan, cluster, work).step
+    step = fill_worksheet(replace(work, plan=plan)).step
     assert step is not None
     left = 0.0
     for name, seconds in step.breakdown.items():

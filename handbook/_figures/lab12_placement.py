@@ -15,7 +15,7 @@ from infralens.planner.worksheet_tables import LINK_WORDS
 
 plan, cluster, work = load_plan_file(Path("../../labs_src/starters/parallelism_plan.yaml"))
 assert work is not None
-sheet = fill_worksheet(plan, cluster, work)
+sheet = fill_worksheet(work)
 NODES, GPUS = cluster.nodes, cluster.gpus_per_node
 placement = {row.axis: row.placement for row in sheet.axes}
 seconds = {

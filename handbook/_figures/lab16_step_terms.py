@@ -8,12 +8,14 @@ rows as the validation page), where a measured step of the plan would be expecte
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 from _draw import PALETTE
 
 from infralens.plan import ParallelPlan
+from infralens.planner.job import Job
 from infralens.planner.ranking import rank_plans
 from infralens.planner.step import estimate
 from infralens.planner.step_validation import check_run, load_runs, median_error
@@ -26,12 +28,12 @@ miss = 1 + median_error(checks)  # predicted / published, median
 cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
 batch = dict(seq_len=4096, global_batch_size=512, micro_batch_size=1)
 best = rank_plans("llama2-70b", cluster, top=1, **batch)[0]
+starter = Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), cluster, **batch)
 plans = [
-    ("starter: tp 8, pp 4, dp 2\n1F1B", estimate("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2),
-                                               cluster, **batch)),
+    ("starter: tp 8, pp 4, dp 2\n1F1B", estimate(starter)),
     ("tp 4, pp 4, dp 4\ninterleaved, v = 5",
-     estimate("llama2-70b", ParallelPlan(tp=4, pp=4, dp=4), cluster, **batch,
-              schedule="interleaved", chunks=5)),
+     estimate(replace(starter, plan=ParallelPlan(tp=4, pp=4, dp=4), schedule="interleaved",
+                      chunks=5))),
     (f"ranked first: tp {best.plan.tp}, cp {best.plan.cp}, pp {best.plan.pp}, "
      f"dp {best.plan.dp}\n"
      f"{best.schedule}, v = {best.chunks}", best.estimate),

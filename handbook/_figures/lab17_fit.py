@@ -7,6 +7,8 @@ from _draw import PALETTE
 
 from infralens.plan import ParallelPlan
 from infralens.planner.fit import HBM_BYTES, gpu_memory
+from infralens.planner.job import Job
+from infralens.topology import Cluster
 
 RECIPES = ("zero-paper", "megatron-bf16", "megatron-bf16-distopt", "fsdp2")
 CASES = [(m, n) for m in ("llama3-8b", "llama3-70b") for n in (8, 64)]
@@ -22,8 +24,8 @@ LABELS = (
 fig, axes = plt.subplots(1, len(CASES), figsize=(9.6, 3.4), sharey=True)
 for ax, (model, gpus) in zip(axes, CASES, strict=True):
     bars = [
-        gpu_memory(model, ParallelPlan(dp=gpus), r, seq_len=8192, micro_batch_size=1,
-                   recompute="full")
+        gpu_memory(Job(model, ParallelPlan(dp=gpus), Cluster(gpus // 8, 8), seq_len=8192,
+                       global_batch_size=gpus, recipe=r, recompute="full"))
         for r in RECIPES
     ]  # fmt: skip
     bottom = [0.0] * len(RECIPES)

@@ -75,9 +75,9 @@ def job_of(model: str | None, path: str | Path, recipe: str | None = None) -> Jo
     """The :class:`~infralens.planner.job.Job` of the plan file at *path*.
 
     The file's ``training`` section gives it; *model*, if given, replaces the file's
-    model and keeps its batch and options. Without a ``training`` section, *model* is needed: its own sequence length,
-    micro-batch 1, one micro-batch per stage per replica, no recomputation and no
-    sequence parallelism. *recipe*, when given, replaces the job's.
+    model and keeps its batch and options. Without a ``training`` section, *model* is
+    needed: its own sequence length, micro-batch 1, one micro-batch per stage per
+    replica, no recomputation and no sequence parallelism. *recipe*, when given, replaces the job's.
 
     >>> job_of(None, "labs_src/starters/parallelism_plan.yaml").plan.tp
     8

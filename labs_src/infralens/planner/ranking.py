@@ -34,6 +34,7 @@ from infralens.planner.job import Job
 from infralens.planner.step import _estimate
 from infralens.planner.step_result import Estimate
 from infralens.precision import DEFAULT_RECIPE, RECIPES
+from infralens.recipe import Recipe
 from infralens.topology import Cluster
 
 __all__ = [
@@ -327,7 +328,8 @@ def plan_yaml(job: Job) -> str:
     :class:`~infralens.planner.job.Job` (``rank --write-plan`` writes a row's).
 
     The cluster, degrees and the model are named by their presets; every option that is
-    not its default, and those of :data:`ALWAYS_WRITTEN`, goes under ``training``.
+    given and not its default, and those of :data:`ALWAYS_WRITTEN`, goes under
+    ``training`` (a :class:`~infralens.recipe.Recipe` by its name).
 
     >>> from infralens.topology import Cluster
     >>> row = rank_plans("llama3-8b", Cluster.from_node_shape("1_node_x_8_gpus"), seq_len=8192,
@@ -364,8 +366,8 @@ def plan_yaml(job: Job) -> str:
         value = getattr(job, f.name)
         if f.name in ("model", "plan", "cluster") or value is None:
             continue
-        if f.name == "recipe":
-            value = job.resolved_recipe().name
+        if isinstance(value, Recipe):  # a preset recipe by its name
+            value = value.name
         if value != f.default or f.name in ALWAYS_WRITTEN:
             shown = str(value).lower() if isinstance(value, bool) else value
             lines.append(f"  {f.name}: {shown}")

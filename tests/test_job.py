@@ -1,0 +1,128 @@
+"""infralens.planner.job: one Job from plan file to rank row to written plan and back."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+from contextlib import redirect_stdout
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from infralens import cli
+from infralens.plan import ParallelPlan
+from infralens.planner import design, fit, job, plan_file, ranking, step, worksheet_tables
+from infralens.planner.fit import gpu_memory
+from infralens.planner.job import Job
+from infralens.planner.ranking import plan_yaml, rank_plans
+from infralens.planner.step import estimate
+from infralens.topology import Cluster
+
+H200 = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h200")
+
+
+def _run(*args: str) -> str:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli.main(list(args)) == 0
+    return out.getvalue()
+
+
+def test_a_written_row_loads_back_into_the_job_rank_yielded(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    ranked = rank_plans("llama3-8b", H200, seq_len=8192, global_batch_size=32, top=4)
+    assert len({r.plan for r in ranked}) == 4
+    for row in ranked:
+        path = tmp_path / "row.yaml"
+        path.write_text(plan_yaml(row.job), encoding="utf-8")
+        assert plan_file.load_plan_file(path)[2] == row.job  # the plan command's job
+        assert cli.job_of(None, path) == row.job  # the memory command's job
+        assert estimate(row.job).seconds == row.estimate.seconds
+        assert gpu_memory(row.job).total == row.estimate.memory_bytes
+
+
+def test_rank_write_plan_then_memory_and_plan_price_the_same_job(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    path = tmp_path / "first.yaml"
+    _run("rank", "--model", "llama3-8b", "--cluster", "dgx-h200", "--gpus", "16",
+         "--seq-len", "8192", "--global-batch", "32", "--write-plan", "1", str(path))  # fmt: skip
+    first = rank_plans("llama3-8b", H200, seq_len=8192, global_batch_size=32, top=1)[0].job
+    assert plan_file.load_plan_file(path)[2] == first
+    mem = gpu_memory(first)
+    text = _run("memory", "--plan", str(path))
+    # judged against the file's own GPU, the H200's 141 GB, as rank judged it
+    assert f"{mem.total / 1e9:.2f} GB of 141.00 GB (h200-sxm-141gb)" in text
+    sheet = json.loads(_run("plan", str(path), "--format", "json"))["worksheet"]
+    assert f"Step {estimate(first).seconds:.2f} s" in sheet
+    assert "of 141 GB HBM: fits" in sheet
+
+
+def test_every_option_survives_a_written_plan(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    one = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
+    jobs = [
+        Job("llama3-8b", ParallelPlan(dp=8), one, seq_len=4096, global_batch_size=16,
+            micro_batch_size=2, recipe="fsdp2", recompute="full", attention="flash3",
+            elementwise="eager", grad_reduce_in_fp32=False, gpu="h100-hbm2e-96gb",
+            token_budget=10**12),
+        Job("llama2-7b", ParallelPlan(tp=2, pp=4), one, seq_len=4096, global_batch_size=8,
+            zero_stage=0, schedule="interleaved", chunks=2, sequence_parallel=False,
+            overlap_grad_reduce=False, scatter_gather_p2p=True, first_stage_layers=6,
+            last_stage_layers=10),
+    ]  # fmt: skip
+    for j in jobs:
+        path = tmp_path / "job.yaml"
+        path.write_text(plan_yaml(j), encoding="utf-8")
+        loaded = plan_file.load_plan_file(path)[2]
+        assert loaded is not None
+        assert loaded == j
+        assert fit.gpu_memory(loaded) == fit.gpu_memory(j)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "field"),
+    [
+        ({"seq_len": 0}, ValueError, "seq_len"),
+        ({"global_batch_size": 2.0}, TypeError, "global_batch_size"),
+        ({"micro_batch_size": True}, TypeError, "micro_batch_size"),
+        ({"chunks": -1}, ValueError, "chunks"),
+        ({"model": "llama9"}, ValueError, "model"),
+        ({"plan": ParallelPlan(dp=4)}, ValueError, "plan"),
+        ({"plan": "dp=8"}, TypeError, "plan"),
+        ({"cluster": None}, TypeError, "cluster"),
+        ({"recipe": "apex"}, ValueError, "recipe"),
+        ({"recipe": "fsdp2", "zero_stage": 1}, ValueError, "zero_stage"),
+        ({"zero_stage": 4}, ValueError, "zero_stage"),
+        ({"recompute": "some"}, ValueError, "recompute"),
+        ({"sequence_parallel": "yes"}, TypeError, "sequence_parallel"),
+        ({"schedule": "gpipe"}, ValueError, "schedule"),
+        ({"attention": "flash"}, ValueError, "attention"),
+        ({"elementwise": "compiled"}, ValueError, "elementwise"),
+        ({"gpu": "h300"}, ValueError, "gpu"),
+        ({"first_stage_layers": 0}, ValueError, "first_stage_layers"),
+        ({"token_budget": -5}, ValueError, "token_budget"),
+    ],
+)
+def test_a_bad_field_is_named(change: dict[str, object], error: type, field: str) -> None:
+    good = Job("llama3-8b", ParallelPlan(dp=8), Cluster.from_node_shape("1_node_x_8_gpus"),
+               seq_len=8192, global_batch_size=16)  # fmt: skip
+    with pytest.raises(error, match=field):
+        replace(good, **change)
+
+
+def test_the_job_holds_its_gpu_and_its_model() -> None:
+    j = Job("llama3-70b", ParallelPlan(tp=8, dp=2), H200, seq_len=8192, global_batch_size=16)
+    assert (j.gpu_key, j.hbm_bytes, j.model_name) == ("h200-sxm-141gb", 141 * 10**9, "llama3-70b")
+    assert replace(j, gpu="h100-sxm5-80gb").hbm_bytes == 80 * 10**9
+    assert j.microbatches == 8
+
+
+def test_no_public_planner_function_takes_more_than_eight_parameters() -> None:
+    for module in (job, step, fit, ranking, design, plan_file, worksheet_tables, cli):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj):
+                count = len(inspect.signature(obj).parameters)
+                assert count <= 8, f"{module.__name__}.{name} takes {count}"
