@@ -126,3 +126,10 @@ def test_no_public_planner_function_takes_more_than_eight_parameters() -> None:
             if inspect.isfunction(obj):
                 count = len(inspect.signature(obj).parameters)
                 assert count <= 8, f"{module.__name__}.{name} takes {count}"
+
+
+def test_the_plan_file_page_lists_every_training_key() -> None:
+    page = Path(__file__).resolve().parents[1] / "handbook" / "reference" / "plan-file.md"
+    text = page.read_text(encoding="utf-8")
+    for key in (*plan_file.TRAINING_KEYS, *plan_file.SHAPE_KEYS):
+        assert f"`{key}`" in text, key
