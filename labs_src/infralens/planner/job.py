@@ -1,11 +1,12 @@
 """One training job: the model, the plan, the cluster, the batch and the options that price it.
 
 A :class:`Job` is the planner's one description of a job. A plan file loads into
-one (:func:`infralens.planner.plan_file.parse_plan`), :func:`~infralens.planner.ranking.
-rank_plans` yields one per row and ``rank --write-plan`` writes it back, and
-:func:`~infralens.planner.step.estimate`, :func:`~infralens.planner.fit.gpu_memory`, the
-worksheet (:func:`~infralens.planner.design.fill_worksheet`) and every command take it, so
-none of them can describe the same job differently.
+one (:func:`infralens.planner.plan_file.parse_plan`),
+:func:`~infralens.planner.ranking.rank_plans` yields one per row and
+``rank --write-plan`` writes it back (:func:`~infralens.planner.ranking.plan_yaml`),
+and :func:`~infralens.planner.step.estimate`, :func:`~infralens.planner.fit.gpu_memory`,
+the worksheet (:func:`~infralens.planner.design.fill_worksheet`) and every command take
+it, so none of them can describe the same job differently.
 
 micro-batches per step m = global_batch_size / (micro_batch_size · dp)
 
