@@ -38,6 +38,7 @@ from infralens.recipe import Recipe
 from infralens.topology import Cluster
 
 __all__ = [
+    "ALWAYS_WRITTEN",
     "MAX_SEARCH",
     "TELLS_APART",
     "RankedPlan",
