@@ -171,11 +171,13 @@ def _anchor(path: Path, shown: str) -> str:
     where = next((i + 1 for i in range(len(lines)) if lines[i : i + len(piece)] == piece), 0)
     # viewcode anchors only the objects autodoc documents: public names. The
     # innermost public object around the piece (a class, for a private method).
-    inside = [
-        (lo, hi, name)
-        for lo, hi, name in _objects(path)
-        if lo <= where <= hi and not any(part.startswith("_") for part in name.split("."))
-    ]
+    objects = _objects(path)
+    public = {name for _, _, name in objects if not any(p.startswith("_") for p in name.split("."))}
+    inside = [(lo, hi, name) for lo, hi, name in objects if lo <= where <= hi]
+    # A private body behind a public entry point (_estimate behind estimate) anchors there.
+    inside = [(lo, hi, name.lstrip("_")) if name.lstrip("_") in public else (lo, hi, name)
+              for lo, hi, name in inside]  # fmt: skip
+    inside = [t for t in inside if t[2] in public]
     return max(inside)[2] if inside else ""
 
 
