@@ -228,7 +228,8 @@ def gpu_memory(
 
     *stack* chooses whose activation count applies (see
     :func:`infralens.memory.activation_bytes`; default the recipe's; PyTorch's selective
-    count exists for tp = 1 only, so with tp > 1 Megatron's stands in).
+    count exists for tp = 1 only, so with tp > 1 Megatron's stands in for every
+    *recompute* mode: the modes are counted on one stack, full <= selective <= none).
 
     Raises ``ValueError`` for an unknown model, recipe, recompute, attention or stack,
     ``ep`` above 1, degrees that do not divide the model (layers by pp·chunks per stage;
@@ -251,7 +252,9 @@ def gpu_memory(
                          last=last_stage_layers, embedding=account_for_embedding,
                          loss=account_for_loss)  # fmt: skip
     who = r.stack if stack is None else stack
-    if who == "pytorch" and recompute == "selective" and plan.tp > 1:
+    # one stack for every mode, so full <= selective <= none: PyTorch's selective count
+    # exists for tp = 1 only, so with tp > 1 Megatron's stands in for all three
+    if who == "pytorch" and plan.tp > 1:
         who = "megatron"
     sl, b = s // plan.cp, micro_batch_size
 
