@@ -228,8 +228,9 @@ def gpu_memory(
 
     *stack* chooses whose activation count applies (see
     :func:`infralens.memory.activation_bytes`; default the recipe's; PyTorch's selective
-    count exists for tp = 1 only, so with tp > 1 Megatron's stands in for every
-    *recompute* mode: the modes are counted on one stack, full <= selective <= none).
+    count exists for tp = 1 only, so with tp > 1 its selective count is PyTorch's
+    ``none`` less what Megatron's selective recomputes: every *recompute* mode is
+    counted on one stack, and full <= selective <= none).
 
     Raises ``ValueError`` for an unknown model, recipe, recompute, attention or stack,
     ``ep`` above 1, degrees that do not divide the model (layers by pp·chunks per stage;
@@ -252,23 +253,25 @@ def gpu_memory(
                          last=last_stage_layers, embedding=account_for_embedding,
                          loss=account_for_loss)  # fmt: skip
     who = r.stack if stack is None else stack
-    # one stack for every mode, so full <= selective <= none: PyTorch's selective count
-    # exists for tp = 1 only, so with tp > 1 Megatron's stands in for all three
-    if who == "pytorch" and plan.tp > 1:
-        who = "megatron"
     sl, b = s // plan.cp, micro_batch_size
 
-    def saved(
-        mode: str,
-    ) -> int:  # one layer's saved bytes under *mode*, FP8 inputs counted
-        kept = activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=who,
+    def saved(mode: str, on: str = who) -> int:
+        """One layer's saved bytes under *mode* on stack *on*, FP8 inputs counted."""
+        if on == "pytorch" and mode == "selective" and plan.tp > 1:
+            # PyTorch's selective count exists for tp = 1 only: with tp > 1, what
+            # PyTorch saves less what Megatron's selective recomputes (core
+            # attention), so every mode is counted on one stack and
+            # full <= selective <= none
+            dropped = saved("none", "megatron") - saved("selective", "megatron")
+            return saved("none") - dropped
+        kept = activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=on,
                                 sequence_parallel=sequence_parallel, recompute=mode,
                                 attention=attention)  # fmt: skip
         if (
             r.precision == "fp8"
         ):  # Transformer Engine saves the linears' inputs in FP8
             kept += saved_activation_change(m, seq_len=sl, micro_batch_size=b, tp=plan.tp,
-                                            scaling=r.scaling, stack=who, recompute=mode,
+                                            scaling=r.scaling, stack=on, recompute=mode,
                                             sequence_parallel=sequence_parallel)  # fmt: skip
         return kept
 
