@@ -1,5 +1,6 @@
 """Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]``,
-``python -m infralens memory [--model NAME] --plan PATH.yaml [--recipe NAME] [--gpu NAME]`` and
+``python -m infralens memory [--model NAME] --plan PATH.yaml [--recipe NAME] [--gpu NAME]``
+and
 ``python -m infralens rank --model NAME --cluster SYSTEM --gpus N --seq-len S --global-batch B``.
 
 Bad input (a missing file, malformed YAML, degrees that do not fill the
@@ -21,7 +22,7 @@ from typing import Any, NoReturn
 from infralens._typecheck import typed
 from infralens._validate import check_choice, positive_int, positive_number
 from infralens.batch import grad_accum_steps_for
-from infralens.fit import HBM_BYTES, gpu_memory, render
+from infralens.fit import gpu_memory, hbm_for, render
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS
 from infralens.plan_file import _report, _text, load_plan_file
@@ -37,7 +38,7 @@ def memory_report(
     model: str | None,
     path: str | Path,
     recipe: str | None,
-    gpu: str,
+    gpu: str | None = None,
     hbm_gb: float | None = None,
 ) -> str:
     """The per-GPU memory of the plan in *path*, as text (``memory`` command).
@@ -47,14 +48,17 @@ def memory_report(
     recipe come from the file's ``training`` section when it has one (otherwise the
     model's own sequence length, micro-batch 1, no recomputation), the recipe from
     *recipe* when given. The count is :func:`infralens.fit.gpu_memory`, the one
-    ``plan`` and ``rank`` use, so the three agree.
+    ``plan`` and ``rank`` use, so the three agree. It is judged against the HBM of
+    *gpu* when named, else of the file's ``training.gpu``, else of the GPU of the
+    file's cluster (:func:`infralens.fit.hbm_for`), the one ``plan`` and ``rank``
+    judge it against; *hbm_gb* replaces that capacity with a number of GB.
 
     >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16", "h100-sxm5-80gb")
     Traceback (most recent call last):
     ...
     ValueError: no such plan file: 'no/such/plan.yaml'
     """
-    plan, _, work = load_plan_file(path)
+    plan, cluster, work = load_plan_file(path)
     if model is not None:
         check_choice("model", model, tuple(PRESETS))
     if (
@@ -101,7 +105,8 @@ def memory_report(
         chosen = check_choice("recipe", recipe, tuple(RECIPES))
     breakdown = gpu_memory(config, plan, chosen, **job)
     if hbm_gb is None:
-        capacity, where = HBM_BYTES[check_choice("gpu", gpu, tuple(HBM_BYTES))], gpu
+        named = gpu if gpu is not None else (work.gpu if work is not None else "")
+        capacity, where = hbm_for(cluster.system, named)
     else:
         capacity, where = int(positive_number("hbm_gb", hbm_gb) * 10**9), "--hbm-gb"
     head = (
@@ -243,10 +248,11 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     mem_cmd.add_argument("--recipe", default=None,
                          help=f"a recipe (default: the file's, else {DEFAULT_RECIPE})")  # fmt: skip
-    mem_cmd.add_argument("--gpu", default="h100-sxm5-80gb", help="an HBM preset")
-    mem_cmd.add_argument(
-        "--hbm-gb", type=float, default=None, help="HBM in GB, instead of --gpu"
-    )
+    mem_cmd.add_argument("--gpu", default=None,
+                         help="a GPU preset whose HBM to judge against (default: the "
+                         "file's training.gpu, else its cluster's GPU)")  # fmt: skip
+    mem_cmd.add_argument("--hbm-gb", type=float, default=None,
+                         help="HBM in GB, instead of the GPU's")  # fmt: skip
     rank_cmd = commands.add_parser(
         "rank",
         help="the ten fastest feasible plans for a model on a cluster",

@@ -42,7 +42,7 @@ from infralens._step_terms import amax_reduction
 from infralens._typecheck import typed
 from infralens.batch import grad_accum_steps_for
 from infralens.collectives import ring_bytes_sent
-from infralens.fit import HBM_BYTES, gpu_memory
+from infralens.fit import gpu_memory, hbm_for
 from infralens.fp8 import amax_bytes
 from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
@@ -287,7 +287,7 @@ def fill_worksheet(
     bottleneck = step.bottleneck
     return Worksheet(
         plan, tuple(axes), tuple(comms), states, activations, m, bubble, bottleneck,
-        recipe.name, HBM_BYTES[work.gpu], step, work.token_budget,
+        recipe.name, hbm_for(cluster.system, work.gpu)[0], step, work.token_budget,
     )  # fmt: skip
 
 

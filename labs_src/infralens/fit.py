@@ -38,7 +38,7 @@ from infralens._validate import check_choice, divisible, positive_int
 from infralens.fp8 import saved_activation_change, state_bytes
 from infralens.fsdp import Unit
 from infralens.fsdp_memory import gradient_buffer_peak
-from infralens.hardware import GPUS
+from infralens.hardware import GPUS, System, preset_key
 from infralens.head_memory import head_activation_bytes, loss_peak_bytes
 from infralens.memory import _model, activation_bytes
 from infralens.model import TransformerConfig
@@ -52,6 +52,7 @@ __all__ = [
     "Breakdown",
     "fits",
     "gpu_memory",
+    "hbm_for",
     "render",
     "shortfall",
 ]
@@ -59,6 +60,33 @@ __all__ = [
 
 HBM_BYTES: dict[str, int] = {key: gpu.hbm_bytes for key, gpu in GPUS.items()}
 """HBM per GPU, by :data:`infralens.hardware.GPUS` key (datasheet GB, 10**9 bytes)."""
+
+
+@typed
+def hbm_for(system: System, gpu: str = "") -> tuple[int, str]:
+    """The HBM a plan on *system* is judged against, and the preset that holds it.
+
+    The preset is *gpu* when one is named (a plan file's ``training.gpu``), else the
+    system's own GPU, the one ``rank`` prices and checks the plan on.
+
+    >>> from infralens.hardware import SYSTEMS
+    >>> hbm_for(SYSTEMS["dgx-h200"])
+    (141000000000, 'h200-sxm-141gb')
+    >>> hbm_for(SYSTEMS["grand-teton-h100-hbm2e"])[0] // 10**9
+    96
+    >>> hbm_for(SYSTEMS["dgx-h200"], "h100-sxm5-80gb")[0] // 10**9
+    80
+    >>> hbm_for(SYSTEMS["dgx-h100"], "h300")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: gpu must be one of 'a100-sxm4-80gb', 'h100-sxm5-80gb', ...; got 'h300'
+    """
+    key = (
+        check_choice("gpu", gpu, tuple(HBM_BYTES))
+        if gpu
+        else preset_key(system.gpu)
+    )
+    return HBM_BYTES[key], key
 
 
 @dataclass(frozen=True)
@@ -200,7 +228,9 @@ def gpu_memory(
 
     *stack* chooses whose activation count applies (see
     :func:`infralens.memory.activation_bytes`; default the recipe's; PyTorch's selective
-    count exists for tp = 1 only, so with tp > 1 Megatron's stands in).
+    count exists for tp = 1 only, so with tp > 1 its selective count is PyTorch's
+    ``none`` less what Megatron's selective recomputes: every *recompute* mode is
+    counted on one stack, and full <= selective <= none).
 
     Raises ``ValueError`` for an unknown model, recipe, recompute, attention or stack,
     ``ep`` above 1, degrees that do not divide the model (layers by pp·chunks per stage;
@@ -223,21 +253,25 @@ def gpu_memory(
                          last=last_stage_layers, embedding=account_for_embedding,
                          loss=account_for_loss)  # fmt: skip
     who = r.stack if stack is None else stack
-    if who == "pytorch" and recompute == "selective" and plan.tp > 1:
-        who = "megatron"
     sl, b = s // plan.cp, micro_batch_size
 
-    def saved(
-        mode: str,
-    ) -> int:  # one layer's saved bytes under *mode*, FP8 inputs counted
-        kept = activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=who,
+    def saved(mode: str, on: str = who) -> int:
+        """One layer's saved bytes under *mode* on stack *on*, FP8 inputs counted."""
+        if on == "pytorch" and mode == "selective" and plan.tp > 1:
+            # PyTorch's selective count exists for tp = 1 only: with tp > 1, what
+            # PyTorch saves less what Megatron's selective recomputes (core
+            # attention), so every mode is counted on one stack and
+            # full <= selective <= none
+            dropped = saved("none", "megatron") - saved("selective", "megatron")
+            return saved("none") - dropped
+        kept = activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=on,
                                 sequence_parallel=sequence_parallel, recompute=mode,
                                 attention=attention)  # fmt: skip
         if (
             r.precision == "fp8"
         ):  # Transformer Engine saves the linears' inputs in FP8
             kept += saved_activation_change(m, seq_len=sl, micro_batch_size=b, tp=plan.tp,
-                                            scaling=r.scaling, stack=who, recompute=mode,
+                                            scaling=r.scaling, stack=on, recompute=mode,
                                             sequence_parallel=sequence_parallel)  # fmt: skip
         return kept
 

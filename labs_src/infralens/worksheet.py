@@ -97,7 +97,7 @@ class Workload:
     sequence_parallel: bool = True
     bytes_per_element: int = 2
     recipe: str = ""
-    gpu: str = "h100-sxm5-80gb"
+    gpu: str = ""
     model: str = ""
     schedule: str = "1f1b"
     chunks: int = 1
@@ -158,7 +158,8 @@ class Workload:
                 f"zero_stage must be one of 0, 1, 2, 3; got {describe(self.zero_stage)}"
             )
         check_choice("recompute", self.recompute, RECOMPUTE)
-        check_choice("gpu", self.gpu, tuple(HBM_BYTES))
+        if self.gpu:  # left empty: the cluster's own GPU (infralens.fit.hbm_for)
+            check_choice("gpu", self.gpu, tuple(HBM_BYTES))
         if self.recipe:
             check_choice("recipe", self.recipe, tuple(RECIPES))
         # The step is priced for config(): its parameter count must be this one (1 %).
