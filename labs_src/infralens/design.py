@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from infralens._step_groups import amax_group, ring_hop
+from infralens._step_groups import amax_group, ring_hop, slowest_group
 from infralens._step_terms import amax_reduction
 from infralens._typecheck import typed
 from infralens.batch import grad_accum_steps_for
@@ -95,11 +95,11 @@ def _when(op: str, zero: int) -> str:
 def _slowest(
     plan: ParallelPlan, axis: str, cluster: Cluster
 ) -> tuple[str, list[int]]:
-    groups = plan.groups(axis)
-    spans = [g for g in groups if cluster.tier_of(g) == cluster.inter]
-    return (
-        (cluster.inter.name, spans[0]) if spans else (cluster.intra.name, groups[0])
-    )
+    # the group the axis's collectives wait for, as the step prices it; DP's
+    # gradients and parameters are synchronised over dp·cp
+    axes = ("dp", "cp") if axis == "dp" else (axis,)
+    group = slowest_group(plan, cluster, axes)
+    return cluster.tier_of(group).name, group
 
 
 @typed
@@ -195,22 +195,33 @@ def fill_worksheet(
         # (collective, bytes a call, calls per step, how the count is made)
         calls: list[tuple[str, int, int, str]] = []
         # [start:tp-calls]
-        # TP: S = b·s·h·e bytes a call, 2 calls a layer in each pass (infralens.step)
+        # TP: S = b·s·h·e bytes a call, 2 of per_pass collective a layer in per_pass pass
+        # (infralens.step). Megatron-Core waits for the forward ones and backward's
+        # output-gradient gathers; it launches the re-gathers under the dgrad GEMMs
+        # and the gradient reduce-scatters under the wgrad GEMMs. FP8 gathers FP8.
         passes = 3 if work.recompute == "full" else 2
-        tp_calls, S = 2 * passes * stage_layers * m, b * s * h * e
-        split = "2 forward, 2 backward" + (", 2 recomputed" if passes == 3 else "")
-        per_layer = f"{2 * passes} per layer per micro-batch ({split}){times}"
-        if axis == "tp" and work.sequence_parallel:
-            # FP8: forward's gathers send 1 byte an element, backward's stay bf16
-            back = 2 * stage_layers * m if fp8 else tp_calls
-            bf16 = f"2 per layer per micro-batch (backward, bf16){times}"
-            calls.append(("all_gather", S, back, bf16 if fp8 else per_layer))
-            if fp8:
-                fwd = f"{2 * passes - 2} per layer per micro-batch (forward, FP8){times}"
-                calls.append(("all_gather", S // 2, tp_calls - back, fwd))
-            calls.append(("reduce_scatter", S, tp_calls, per_layer))
-        elif axis == "tp":
-            calls.append(("all_reduce", S, tp_calls, per_layer))
+        S, per_pass = (
+            b * s * h * e,
+            2 * stage_layers * m,
+        )  # 2 calls a layer, every pass
+        fwd = "forward" + (" and recomputed" if passes == 3 else "")
+        wait = f"{2 * passes - 2} per layer per micro-batch ({fwd}){times}"
+        if axis == "tp":
+            op = "reduce_scatter" if work.sequence_parallel else "all_reduce"
+            ag, under = (S // 2 if fp8 else S), zero != 3
+            if work.sequence_parallel:
+                grads = f"2 per layer per micro-batch (backward's gradients){times}"
+                calls.append(("all_gather", ag, (passes - 1) * per_pass, wait))
+                calls.append(("all_gather", ag, per_pass, grads))
+            calls.append((op, S, (passes - 1) * per_pass, wait))
+            back = f"2 per layer per micro-batch (backward){times}"
+            if under and work.sequence_parallel:
+                again = "re-gathered input, under each dgrad GEMM"
+                calls.append(
+                    ("all_gather", ag, per_pass, back.replace("backward", again))
+                )
+            under_w = "backward, under each wgrad GEMM" if under else "backward"
+            calls.append((op, S, per_pass, back.replace("backward", under_w)))
         # [end:tp-calls]
         # [start:cp-pp-calls]
         elif axis == "cp":
@@ -230,15 +241,23 @@ def fill_worksheet(
         # [end:cp-pp-calls]
         # [start:dp-calls]
         else:
-            # DP: gradients in the recipe's reduce dtype, parameters in its gather
-            # dtype; ZeRO-3 moves each layer's share every micro-batch
+            # DP: over dp·cp, gradients in the recipe's reduce dtype, parameters in its
+            # gather dtype; ZeRO-3 moves each layer's share every micro-batch, or,
+            # under a pipeline (torchtitan), gathers once and reduces once a step
+            piped = zero == 3 and plan.pp > 1
             for op, what in step_collectives(zero):
+                if piped and what == "parameters for backward":
+                    continue  # kept gathered from forward
                 gathers = op == "all_gather" and zero != 0
                 size = params * (recipe.gather_bytes if gathers else grad)
                 if zero == 3:
                     unit = "wrapped unit" if gathers else "layer"
-                    how = f"1 per {unit} per micro-batch{times}: {what}"
-                    calls.append((op, size // stage_layers, stage_layers * m, how))
+                    every = "per step" if piped else "per micro-batch"
+                    n = stage_layers * (1 if piped else m)
+                    how = (
+                        f"1 per {unit} {every}{times if not piped else ''}: {what}"
+                    )
+                    calls.append((op, size // stage_layers, n, how))
                 else:  # the whole shard once a step
                     when = "the optimizer" if gathers else "the last backward"
                     calls.append((op, size, 1, f"{what}, after {when}"))
@@ -253,7 +272,7 @@ def fill_worksheet(
                 seconds = count * Fraction(one)
                 link = cluster.tier_of(pair).name
             else:  # a ring sends (n − 1)/n · S per call
-                sent = ring_bytes_sent(op, nbytes, degree) * count
+                sent = ring_bytes_sent(op, nbytes, len(group)) * count
                 one = predict(op, nbytes, cluster, group).seconds
                 seconds = count * Fraction(one)
             # [end:pricing]

@@ -62,8 +62,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 from infralens import _step_checks as checks
+from infralens import _step_overlap as path
 from infralens import _step_terms as comm
-from infralens._step_groups import amax_group, group_of, ring_hop
+from infralens._step_groups import amax_group, group_of, ring_hop, slowest_group
 from infralens._validate import (
     check_choice,
     flag,
@@ -230,61 +231,96 @@ def estimate(
         sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
         elementwise=kernels, scaling=r.scaling,
     )  # fmt: skip
-    layers = m.layers / plan.pp
+    layer_c, _ = comm.layer_compute(
+        m, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp,
+        sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
+        elementwise=kernels, scaling=r.scaling,
+    )  # fmt: skip
     # [end:compute]
 
     # [start:tp-exposed]
-    # TP: the collectives between GEMMs; act is the whole b·(s/cp)·h buffer.
+    # TP: the collectives between and under GEMMs; act is the whole b·(s/cp)·h buffer.
+    # Every axis is priced on the group its collectives wait for.
     act = b * (s // plan.cp) * m.hidden * comm.BF16
-    tp_group = group_of(plan, "tp")
-    tp = 0.0  # per layer and micro-batch
+    tp_group = slowest_group(plan, cluster, ("tp",))
+    fp8 = r.precision == "fp8" and stack == "megatron"  # TE's FP8 gathers
+    tpc = comm.TPComm()  # per layer and micro-batch
     if plan.tp > 1:
-        passes = 3 if mode == "full" else 2
-        fp8 = r.precision == "fp8" and stack == "megatron"  # forward gathers in FP8
-        tp = comm.tensor_parallel(
-            act, cluster, tp_group, sequence_parallel=sp, passes=passes,
-            fp8_gathers=fp8,
+        gemms = comm.column_gemms(m, gpu_key, tokens=b * s // plan.cp, tp=plan.tp,
+                                  fp8=r.precision == "fp8")  # fmt: skip
+        tpc = comm.tensor_parallel(
+            act, cluster, tp_group, sequence_parallel=sp, fp8_gathers=fp8,
+            gemms=gemms if stack == "megatron" else None,
         )  # fmt: skip
     # [end:tp-exposed]
 
     # [start:cp-ring]
-    # CP: ring exchange of K/V (kv heads split over tp), hidden behind attention.
-    cp = 0.0  # per layer and micro-batch
+    # CP: ring exchange of K/V (kv heads split over tp), one pass forward, two backward.
+    ring = 0.0  # per layer, micro-batch and pass
     if plan.cp > 1:
         kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * comm.BF16
         kv //= min(plan.tp, m.kv_heads)
         # the ring waits for its slowest hop
-        pair = ring_hop(cluster, group_of(plan, "cp"))
-        cp = comm.context_parallel(
-            kv, cluster, pair, cp=plan.cp, attention_per_layer=attn
-        )
+        pair = ring_hop(cluster, slowest_group(plan, cluster, ("cp",)))
+        ring = comm.context_parallel(kv, cluster, pair, cp=plan.cp)
     # [end:cp-ring]
+
+    # [start:critical-path]
+    # One layer and micro-batch, forward then backward: what each collective hides
+    # behind, one stream at a time (infralens._step_overlap). Gradients and parameters
+    # are synchronised over dp·cp, the ranks the model state is sharded over.
+    dp_group = slowest_group(plan, cluster, ("dp", "cp"))
+    local = m.num_params() / (plan.tp * plan.pp)
+    grad_bytes = 4 if fp32_grads else comm.BF16
+    fsdp = comm.fsdp(
+        int(m.layer_params() / plan.tp), cluster, dp_group,
+        microbatches=n_mb, pipelined=plan.pp > 1, grad_bytes=grad_bytes,
+        gather_bytes=r.gather_bytes,
+    ) if zero_stage == 3 and len(dp_group) > 1 else None  # fmt: skip
+    f = path.forward_share(mode)
+    passes = 3 if mode == "full" else 2  # a full recomputation reruns the forward
+
+    def layer(traffic: tuple[float, float]) -> path.Exposed:
+        fwd = path.Phase(f * layer_c, f * attn, tpc.forward, (), ring, traffic[0])
+        bwd = path.Phase(
+            (1 - f) * layer_c, (1 - f) * attn, tpc.backward + (passes - 2) * tpc.forward,
+            tpc.under_gemm, 2 * ring, traffic[1],
+        )  # fmt: skip
+        return path.phase_exposed(fwd) + path.phase_exposed(bwd)
+
+    later = layer(fsdp.later if fsdp else (0.0, 0.0))
+    first = layer(fsdp.first) if fsdp else later
+    # [end:critical-path]
 
     # [start:pipeline-pace]
     # PP: the longest stage sets the pace: its work, the bubble (p - 1)/(v·m) of it,
     # and the sends it waits for, over the slowest stage boundary.
     one = comm.pipeline_p2p(
-        act, cluster, ring_hop(cluster, group_of(plan, "pp")), tp_group, sends=1,
-        sequence_parallel=sp, scatter_gather=scatter,
+        act, cluster, ring_hop(cluster, slowest_group(plan, cluster, ("pp",))),
+        tp_group, sends=1, sequence_parallel=sp, scatter_gather=scatter,
     )  # fmt: skip
     pace = comm.busiest_stage(
-        per_stage, split, per_layer_comm=tp + cp, one_send=one, schedule=sched,
-        chunks=v, microbatches=n_mb,
+        per_stage, split, per_layer_comm=later.tp + later.cp, one_send=one,
+        schedule=sched, chunks=v, microbatches=n_mb,
     )  # fmt: skip
-    t_mb, compute = pace.compute, n_mb * pace.compute
-    tp, cp = tp * pace.layers * n_mb, cp * pace.layers * n_mb
+    step_layers = first * pace.layers + later * (pace.layers * (n_mb - 1))
+    compute = n_mb * pace.compute + step_layers.slowdown
+    tp, cp = step_layers.tp, step_layers.cp
     pp_bubble, pp_p2p = pace.bubble, pace.p2p
     # [end:pipeline-pace]
 
     # [start:dp]
     # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16
-    # (or fp8).
-    local = m.num_params() / (plan.tp * plan.pp)
-    dp = comm.data_parallel(
-        local, cluster, group_of(plan, "dp"), zero_stage=zero_stage, layers=layers,
-        t_microbatch=t_mb, microbatches=n_mb, overlap_grad_reduce=overlap,
-        grad_bytes=4 if fp32_grads else comm.BF16, gather_bytes=r.gather_bytes,
-    )  # fmt: skip
+    # (or fp8), over dp·cp: FSDP behind each layer, DDP in the last backward's free time.
+    if fsdp is not None:
+        dp = step_layers.dp + fsdp.waits + pace.layers * fsdp.after
+    else:
+        dp, beside = comm.data_parallel(
+            local, cluster, dp_group, zero_stage=zero_stage, overlap_grad_reduce=overlap,
+            free=(later.free * pace.layers, later.free * pace.layers),
+            grad_bytes=grad_bytes, gather_bytes=r.gather_bytes,
+        )  # fmt: skip
+        compute += path.OVERLAP_SLOWDOWN * min(beside, pace.compute)
     # Transformer Engine's amax all-reduce over TP x DP x CP
     if r.scaling == "delayed":
         dp += comm.amax_reduction(
@@ -293,8 +329,8 @@ def estimate(
         )  # fmt: skip
     # [end:dp]
 
-    # ZeRO shards the optimizer state over DP
-    shards = plan.dp if zero_stage >= 1 else 1
+    # ZeRO shards the optimizer state over dp·cp
+    shards = plan.dp * plan.cp if zero_stage >= 1 else 1
     optimizer = comm.optimizer(
         local, gpu, r, shards=shards, stack=stack, microbatches=n_mb
     )
