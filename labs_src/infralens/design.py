@@ -195,33 +195,32 @@ def fill_worksheet(
         # (collective, bytes a call, calls per step, how the count is made)
         calls: list[tuple[str, int, int, str]] = []
         # [start:tp-calls]
-        # TP: S = b·s·h·e bytes a call, 2 of per_pass collective a layer in per_pass pass
-        # (infralens.step). Megatron-Core waits for the forward ones and backward's
-        # output-gradient gathers; it launches the re-gathers under the dgrad GEMMs
-        # and the gradient reduce-scatters under the wgrad GEMMs. FP8 gathers FP8.
+        # TP: S = b·s·h·e bytes a call, 2 calls of each collective a layer in each
+        # pass (infralens.step). Megatron-Core waits for the forward ones and for
+        # backward's output-gradient gathers; it launches the re-gathers under the
+        # dgrad GEMMs, the gradient reduce-scatters under the wgrad GEMMs; FP8
+        # gathers move FP8. torchtitan's DTensor TP waits for every one.
         passes = 3 if work.recompute == "full" else 2
-        S, per_pass = (
-            b * s * h * e,
-            2 * stage_layers * m,
-        )  # 2 calls a layer, every pass
+        S, calls_a_pass = b * s * h * e, 2 * stage_layers * m
         fwd = "forward" + (" and recomputed" if passes == 3 else "")
         wait = f"{2 * passes - 2} per layer per micro-batch ({fwd}){times}"
+        back = f"2 per layer per micro-batch (backward){times}"
         if axis == "tp":
             op = "reduce_scatter" if work.sequence_parallel else "all_reduce"
             ag, under = (S // 2 if fp8 else S), zero != 3
             if work.sequence_parallel:
-                grads = f"2 per layer per micro-batch (backward's gradients){times}"
-                calls.append(("all_gather", ag, (passes - 1) * per_pass, wait))
-                calls.append(("all_gather", ag, per_pass, grads))
-            calls.append((op, S, (passes - 1) * per_pass, wait))
-            back = f"2 per layer per micro-batch (backward){times}"
+                calls.append(("all_gather", ag, (passes - 1) * calls_a_pass, wait))
+            calls.append((op, S, (passes - 1) * calls_a_pass, wait))
+            if work.sequence_parallel:
+                grads = back.replace("backward", "backward's gradients")
+                calls.append(("all_gather", ag, calls_a_pass, grads))
             if under and work.sequence_parallel:
-                again = "re-gathered input, under each dgrad GEMM"
-                calls.append(
-                    ("all_gather", ag, per_pass, back.replace("backward", again))
+                again = back.replace(
+                    "backward", "inputs again, under each dgrad GEMM"
                 )
+                calls.append(("all_gather", ag, calls_a_pass, again))
             under_w = "backward, under each wgrad GEMM" if under else "backward"
-            calls.append((op, S, per_pass, back.replace("backward", under_w)))
+            calls.append((op, S, calls_a_pass, back.replace("backward", under_w)))
         # [end:tp-calls]
         # [start:cp-pp-calls]
         elif axis == "cp":
@@ -278,6 +277,8 @@ def fill_worksheet(
             # [end:pricing]
             when = _when(op, zero)
             key = "zero3" if axis == "dp" and zero == 3 else axis
+            if "under each" in how:  # launched under a backward GEMM
+                key, when = "tp-under", how.split("under each ")[1].split(" ")[0]
             trace = _trace(key, op, when)
             frequency = f"{count:,} per step: {how}"
             comms.append(CommRow(axis, op, frequency, link, sent, seconds, trace))
