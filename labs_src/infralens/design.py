@@ -22,7 +22,7 @@ Each traffic row counts its calls per step and says what a profiler trace would 
 
 >>> tp = sheet.comms[1]
 >>> tp.collective, tp.frequency.split(" × ")[0]
-('all_gather', '20,480 per step: 4 per layer per micro-batch (2 forward, 2 backward)')
+('all_gather', '10,240 per step: 2 per layer per micro-batch (forward)')
 >>> tp.risk.split(";")[0]
 "in a trace: NCCL all-gather kernels between every layer's GEMMs, which wait for them"
 
