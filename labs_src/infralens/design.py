@@ -79,8 +79,14 @@ def _trace(key: str, op: str, when: str = "") -> str:
     return "in a trace: " + TRACES[key].format(op=op.replace("_", "-"), when=when)
 
 
-def _when(op: str, zero: int) -> str:
+def _when(op: str, zero: int, piped: bool = False) -> str:
     """Where in the step a DP row's collective runs, for its trace."""
+    if zero == 3 and piped:  # torchtitan under a pipeline
+        return (
+            "before each wrapped unit's first forward"
+            if op == "all_gather"
+            else "after the last backward, once a step"
+        )
     if zero == 3:
         return (
             "before each wrapped unit's forward and backward"
@@ -275,7 +281,7 @@ def fill_worksheet(
                 one = predict(op, nbytes, cluster, group).seconds
                 seconds = count * Fraction(one)
             # [end:pricing]
-            when = _when(op, zero)
+            when = _when(op, zero, axis == "dp" and zero == 3 and plan.pp > 1)
             key = "zero3" if axis == "dp" and zero == 3 else axis
             if "under each" in how:  # launched under a backward GEMM
                 key, when = "tp-under", how.split("under each ")[1].split(" ")[0]

@@ -15,15 +15,18 @@ plan and a cluster. Every term is a model of what a named framework does:
   An FP8 recipe runs the blocks' GEMMs at the measured FP8 ceiling and adds its
   quantisation kernels' bytes; Transformer Engine gathers the forward TP inputs
   in FP8, and delayed scaling adds its amax all-reduces (:mod:`infralens.fp8`).
-- **TP** (Megatron-Core, no ``tp_comm_overlap``): per layer and
-  micro-batch, two all-gathers and two reduce-scatters of the
-  ``b·s/cp × h`` activation forward and again backward with sequence
-  parallelism (two all-reduces each way without); a full recomputation
-  repeats the forward ones. Nothing hides them: they sit between GEMMs.
+- **TP** (Megatron-Core with Transformer Engine, no ``tp_comm_overlap``): per
+  layer and micro-batch, two all-gathers and two reduce-scatters of the
+  ``b·s/cp × h`` activation each pass with sequence parallelism (two
+  all-reduces without); a full recomputation repeats the forward ones. The
+  forward ones and backward's output-gradient gathers sit between GEMMs and
+  block; backward launches each column-parallel linear's re-gather of its
+  saved input under its dgrad GEMM and its input-gradient reduce-scatter under
+  its wgrad GEMM, so only what outlasts that GEMM waits. An FP8 recipe gathers
+  FP8 both ways. torchtitan's DTensor TP (``zero_stage=3``) waits for every one.
 - **CP** (Megatron-Core/Transformer Engine ring attention): ``cp − 1``
   exchanges of this rank's K and V (kv_heads, GQA) forward, K, V and their
-  gradients backward, overlapped with the attention blocks; only the part
-  longer than attention is exposed.
+  gradients backward, overlapped with the attention blocks only.
 - **PP** (Megatron-Core 1F1B or interleaved): the bubble (p − 1)/(v·m) of
   the work per micro-batch, and point-to-point sends of the
   ``b·s/(tp·cp) × h`` shard sequence parallelism leaves on each rank
@@ -32,21 +35,30 @@ plan and a cluster. Every term is a model of what a named framework does:
   1F1B waits for each send, interleaving (``overlap_p2p_comm``) hides all
   but the warm-up ones.
 - **DP** (Megatron-Core DDP with ``overlap_grad_reduce`` and
-  ``overlap_param_gather``, as NVIDIA's performance recipes set them):
+  ``overlap_param_gather``, as NVIDIA's performance recipes set them): over
+  the dp·cp ranks the model state is sharded over (``dp_cp_group``),
   gradients reduced in fp32 (Megatron's bf16 default,
   ``accumulate_allreduce_grads_in_fp32``; ``grad_reduce_in_fp32=False``
-  reduces in bf16/fp16), overlapped with the last micro-batch's backward
-  except the last bucket; with the distributed optimizer (ZeRO-1) the bf16
-  parameters are gathered behind the next forward the same way. With
-  ``overlap_grad_reduce=False`` the whole reduction (and gather) runs after
-  the last backward, as Megatron-LM's local DDP did in 2021 (commit cdde433)
-  and Megatron-Core does without the flag (its default at commit d98e8a6).
-- **FSDP** (``zero_stage=3``, FSDP2 as torchtitan runs it): per layer a
-  bf16 all-gather forward and backward and an fp32 (or, without
-  ``grad_reduce_in_fp32``, bf16) reduce-scatter, each
-  hidden behind that layer's compute when shorter.
+  reduces in bf16/fp16) in the stream time the last micro-batch's backward
+  leaves free, all but the last bucket; with the distributed optimizer (ZeRO-1)
+  the bf16 parameters are gathered in the next forward's free time the same
+  way. With ``overlap_grad_reduce=False`` the whole reduction (and gather)
+  runs after the last backward, as Megatron-LM's local DDP did in 2021 (commit
+  cdde433) and Megatron-Core does without the flag (its default at d98e8a6).
+- **FSDP** (``zero_stage=3``, FSDP2 as torchtitan runs it, over its
+  ``dp_shard_cp`` mesh): per layer a bf16 all-gather forward and backward and
+  an fp32 (or, without ``grad_reduce_in_fp32``, bf16) reduce-scatter each
+  micro-batch; under a pipeline the parameters stay gathered after the first
+  forward and the gradients are reduce-scattered once, after the last
+  backward, where nothing hides them.
+- **critical path** (:mod:`infralens._step_overlap`): per layer, forward then
+  backward, the collectives above share one stream and each hides only behind
+  compute running beside it; compute with a collective beside it runs
+  :data:`~infralens._step_overlap.OVERLAP_SLOWDOWN` slower. Every axis is
+  priced on its slowest group (:func:`infralens._step_groups.slowest_group`).
 - **optimizer**: Adam reads and writes about 30 bytes per local parameter
-  (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth.
+  (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth, 1/(dp·cp)
+  of them under ZeRO.
 
 >>> from infralens.plan import AXES, ParallelPlan
 >>> from infralens.topology import Cluster
