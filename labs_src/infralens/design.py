@@ -201,32 +201,25 @@ def fill_worksheet(
         # (collective, bytes a call, calls per step, how the count is made)
         calls: list[tuple[str, int, int, str]] = []
         # [start:tp-calls]
-        # TP: S = b·s·h·e bytes a call, 2 calls of each collective a layer in each
-        # pass (infralens.step). Megatron-Core waits for the forward ones and for
-        # backward's output-gradient gathers; it launches the re-gathers under the
-        # dgrad GEMMs, the gradient reduce-scatters under the wgrad GEMMs; FP8
-        # gathers move FP8. torchtitan's DTensor TP waits for every one.
+        # TP: S = b·s·h·e bytes a call, 2 calls of each kind a layer each pass;
+        # Megatron-Core runs backward's re-gathers and reduce-scatters under GEMMs
+        # and waits for the rest (infralens.step).
         passes = 3 if work.recompute == "full" else 2
-        S, calls_a_pass = b * s * h * e, 2 * stage_layers * m
+        S, n = b * s * h * e, 2 * stage_layers * m  # calls of a kind in a pass
         fwd = "forward" + (" and recomputed" if passes == 3 else "")
-        wait = f"{2 * passes - 2} per layer per micro-batch ({fwd}){times}"
-        back = f"2 per layer per micro-batch (backward){times}"
         if axis == "tp":
             op = "reduce_scatter" if work.sequence_parallel else "all_reduce"
-            ag, under = (S // 2 if fp8 else S), zero != 3
-            if work.sequence_parallel:
-                calls.append(("all_gather", ag, (passes - 1) * calls_a_pass, wait))
-            calls.append((op, S, (passes - 1) * calls_a_pass, wait))
-            if work.sequence_parallel:
-                grads = back.replace("backward", "backward's gradients")
-                calls.append(("all_gather", ag, calls_a_pass, grads))
-            if under and work.sequence_parallel:
-                again = back.replace(
-                    "backward", "inputs again, under each dgrad GEMM"
-                )
-                calls.append(("all_gather", ag, calls_a_pass, again))
-            under_w = "backward, under each wgrad GEMM" if under else "backward"
-            calls.append((op, S, calls_a_pass, back.replace("backward", under_w)))
+            sp, mc = work.sequence_parallel, zero != 3  # mc: Megatron-Core
+            ag = ("all_gather", S // 2 if fp8 else S)  # FP8 gathers move FP8
+            rows = [(*ag, passes - 1, fwd)] if sp else []
+            rows += [(op, S, passes - 1, fwd)]
+            rows += [(*ag, 1, "backward's gradients")] if sp else []
+            again = "inputs again, under each dgrad GEMM"
+            rows += [(*ag, 1, again)] if sp and mc else []
+            rows += [(op, S, 1, "backward" + ", under each wgrad GEMM" * mc)]
+            for name, size, k, what in rows:
+                how = f"{2 * k} per layer per micro-batch ({what}){times}"
+                calls.append((name, size, k * n, how))
         # [end:tp-calls]
         # [start:cp-pp-calls]
         elif axis == "cp":
@@ -246,22 +239,20 @@ def fill_worksheet(
         # [end:cp-pp-calls]
         # [start:dp-calls]
         else:
-            # DP: over dp·cp, gradients in the recipe's reduce dtype, parameters in its
-            # gather dtype; ZeRO-3 moves each layer's share every micro-batch, or,
-            # under a pipeline (torchtitan), gathers once and reduces once a step
+            # DP over dp·cp: gradients in the recipe's reduce dtype, parameters in
+            # its gather dtype; ZeRO-3 moves each layer's share every micro-batch,
+            # or once a step under a pipeline (torchtitan keeps it gathered)
             piped = zero == 3 and plan.pp > 1
             for op, what in step_collectives(zero):
                 if piped and what == "parameters for backward":
-                    continue  # kept gathered from forward
+                    continue
                 gathers = op == "all_gather" and zero != 0
                 size = params * (recipe.gather_bytes if gathers else grad)
                 if zero == 3:
                     unit = "wrapped unit" if gathers else "layer"
-                    every = "per step" if piped else "per micro-batch"
+                    every = "per step" if piped else f"per micro-batch{times}"
+                    how = f"1 per {unit} {every}: {what}"
                     n = stage_layers * (1 if piped else m)
-                    how = (
-                        f"1 per {unit} {every}{times if not piped else ''}: {what}"
-                    )
                     calls.append((op, size // stage_layers, n, how))
                 else:  # the whole shard once a step
                     when = "the optimizer" if gathers else "the last backward"

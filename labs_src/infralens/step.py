@@ -278,9 +278,9 @@ def estimate(
     # [end:cp-ring]
 
     # [start:critical-path]
-    # One layer and micro-batch, forward then backward: what each collective hides
-    # behind, one stream at a time (infralens._step_overlap). Gradients and parameters
-    # are synchronised over dp·cp, the ranks the model state is sharded over.
+    # One layer and micro-batch, forward then backward: what each collective
+    # hides behind, one stream at a time (infralens._step_overlap). Gradients
+    # and parameters are synchronised over dp·cp, where the state is sharded.
     dp_group = slowest_group(plan, cluster, ("dp", "cp"))
     local = m.num_params() / (plan.tp * plan.pp)
     grad_bytes = 4 if fp32_grads else comm.BF16
@@ -291,17 +291,18 @@ def estimate(
     ) if zero_stage == 3 and len(dp_group) > 1 else None  # fmt: skip
     f = path.forward_share(mode)
     passes = 3 if mode == "full" else 2  # a full recomputation reruns the forward
+    waits = tpc.backward + (passes - 2) * tpc.forward  # backward's blocking TP
 
-    def layer(traffic: tuple[float, float]) -> path.Exposed:
-        fwd = path.Phase(f * layer_c, f * attn, tpc.forward, (), ring, traffic[0])
-        bwd = path.Phase(
-            (1 - f) * layer_c, (1 - f) * attn, tpc.backward + (passes - 2) * tpc.forward,
-            tpc.under_gemm, 2 * ring, traffic[1],
-        )  # fmt: skip
-        return path.phase_exposed(fwd) + path.phase_exposed(bwd)
+    def layer(fsdp_traffic: tuple[float, float]) -> tuple[path.Exposed, ...]:
+        fwd_s, bwd_s = fsdp_traffic
+        fwd = path.Phase(f * layer_c, f * attn, tpc.forward, (), ring, fwd_s)
+        bwd = path.Phase((1 - f) * layer_c, (1 - f) * attn, waits,
+                         tpc.under_gemm, 2 * ring, bwd_s)  # fmt: skip
+        return path.phase_exposed(fwd), path.phase_exposed(bwd)
 
-    later = layer(fsdp.later if fsdp else (0.0, 0.0))
-    first = layer(fsdp.first) if fsdp else later
+    later_fwd, later_bwd = layer(fsdp.later if fsdp else (0.0, 0.0))
+    later = later_fwd + later_bwd
+    first = sum(layer(fsdp.first), path.Exposed()) if fsdp else later
     # [end:critical-path]
 
     # [start:pipeline-pace]
@@ -312,8 +313,8 @@ def estimate(
         tp_group, sends=1, sequence_parallel=sp, scatter_gather=scatter,
     )  # fmt: skip
     pace = comm.busiest_stage(
-        per_stage, split, per_layer_comm=later.tp + later.cp, one_send=one,
-        schedule=sched, chunks=v, microbatches=n_mb,
+        per_stage, split, per_layer_comm=later.tp + later.cp + later.slowdown,
+        one_send=one, schedule=sched, chunks=v, microbatches=n_mb,
     )  # fmt: skip
     step_layers = first * pace.layers + later * (pace.layers * (n_mb - 1))
     compute = n_mb * pace.compute + step_layers.slowdown
@@ -323,13 +324,15 @@ def estimate(
 
     # [start:dp]
     # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16
-    # (or fp8), over dp·cp: FSDP behind each layer, DDP in the last backward's free time.
+    # (or fp8), over dp·cp: FSDP behind each layer, DDP in the stream time the
+    # last backward (and the next forward) leave free.
     if fsdp is not None:
         dp = step_layers.dp + fsdp.waits + pace.layers * fsdp.after
     else:
         dp, beside = comm.data_parallel(
-            local, cluster, dp_group, zero_stage=zero_stage, overlap_grad_reduce=overlap,
-            free=(later.free * pace.layers, later.free * pace.layers),
+            local, cluster, dp_group, zero_stage=zero_stage,
+            overlap_grad_reduce=overlap,
+            free=(later_fwd.free * pace.layers, later_bwd.free * pace.layers),
             grad_bytes=grad_bytes, gather_bytes=r.gather_bytes,
         )  # fmt: skip
         compute += path.OVERLAP_SLOWDOWN * min(beside, pace.compute)
