@@ -75,6 +75,7 @@ from typing import TypeVar
 
 from infralens import _step_checks as checks
 from infralens import _step_overlap as path
+from infralens import _step_sync as sync
 from infralens import _step_terms as comm
 from infralens._step_groups import amax_group, group_of, ring_hop, slowest_group
 from infralens._validate import (
@@ -284,7 +285,7 @@ def estimate(
     dp_group = slowest_group(plan, cluster, ("dp", "cp"))
     local = m.num_params() / (plan.tp * plan.pp)
     grad_bytes = 4 if fp32_grads else comm.BF16
-    fsdp = comm.fsdp(
+    fsdp = sync.fsdp(
         int(m.layer_params() / plan.tp), cluster, dp_group,
         microbatches=n_mb, pipelined=plan.pp > 1, grad_bytes=grad_bytes,
         gather_bytes=r.gather_bytes,
@@ -329,7 +330,7 @@ def estimate(
     if fsdp is not None:
         dp = step_layers.dp + fsdp.waits + pace.layers * fsdp.after
     else:
-        dp, beside = comm.data_parallel(
+        dp, beside = sync.data_parallel(
             local, cluster, dp_group, zero_stage=zero_stage,
             overlap_grad_reduce=overlap,
             free=(later_fwd.free * pace.layers, later_bwd.free * pace.layers),
