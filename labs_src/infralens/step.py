@@ -51,11 +51,11 @@ plan and a cluster. Every term is a model of what a named framework does:
   micro-batch; under a pipeline the parameters stay gathered after the first
   forward and the gradients are reduce-scattered once, after the last
   backward, where nothing hides them.
-- **critical path** (:mod:`infralens._step_overlap`): per layer, forward then
+- **critical path** (``infralens._step_overlap``): per layer, forward then
   backward, the collectives above share one stream and each hides only behind
   compute running beside it; compute with a collective beside it runs
-  :data:`~infralens._step_overlap.OVERLAP_SLOWDOWN` slower. Every axis is
-  priced on its slowest group (:func:`infralens._step_groups.slowest_group`).
+  ``OVERLAP_SLOWDOWN`` (0.189) slower. Every axis is
+  priced on its slowest group (``slowest_group`` in ``infralens._step_groups``).
 - **optimizer**: Adam reads and writes about 30 bytes per local parameter
   (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth, 1/(dp·cp)
   of them under ZeRO.
