@@ -278,10 +278,8 @@ def estimate(
         ring = comm.context_parallel(kv, cluster, pair, cp=plan.cp)
     # [end:cp-ring]
 
-    # [start:critical-path]
-    # One layer and micro-batch, forward then backward: what each collective
-    # hides behind, one stream at a time (infralens._step_overlap). Gradients
-    # and parameters are synchronised over dp·cp, where the state is sharded.
+    # Gradients and parameters are synchronised over dp·cp, where the state is
+    # sharded.
     dp_group = slowest_group(plan, cluster, ("dp", "cp"))
     local = m.num_params() / (plan.tp * plan.pp)
     grad_bytes = 4 if fp32_grads else comm.BF16
@@ -290,6 +288,9 @@ def estimate(
         microbatches=n_mb, pipelined=plan.pp > 1, grad_bytes=grad_bytes,
         gather_bytes=r.gather_bytes,
     ) if zero_stage == 3 and len(dp_group) > 1 else None  # fmt: skip
+    # [start:critical-path]
+    # One layer and micro-batch, forward then backward: what each collective
+    # hides behind, one stream at a time (infralens._step_overlap).
     f = path.forward_share(mode)
     passes = 3 if mode == "full" else 2  # a full recomputation reruns the forward
     waits = tpc.backward + (passes - 2) * tpc.forward  # backward's blocking TP
