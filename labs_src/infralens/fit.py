@@ -11,7 +11,10 @@ times the recipe's bytes per parameter, the sharded buffers split over the
 dp·cp ranks, plus the recipe's fixed bytes (DeepSpeed's gradient bucket and
 ZeRO-3 gathered parameters); FSDP2 adds its gathered root and two gathered
 layers, and the unsharded gradients and reduce-scatter inputs of backward
-(:func:`infralens.fsdp_memory.gradient_buffer_peak`). Activations are one
+(:func:`infralens.fsdp_memory.gradient_buffer_peak`); under a pipeline, as torchtitan
+and ``torch.distributed.pipelining`` run it, the stage's parameters stay gathered all
+step and its gradients accumulate unsharded in the reduce dtype until the
+reduce-scatters after the last backward. Activations are one
 layer's at s/cp tokens times the layers of the chunks Megatron-Core's schedule
 keeps in flight (:func:`infralens.pipeline_memory.layers_in_flight`), plus, with
 recomputation, what the layer whose backward runs has rebuilt; the last stage adds
@@ -156,7 +159,13 @@ def _stage(
         r.gather_bytes * (edge // t + 2 * m.layer_params() // t) if fsdp else 0
     )
     buffers = 0
-    if fsdp:  # parameters as flat 1-D shapes: per-parameter padding left out
+    if fsdp and p > 1:  # torchtitan under a pipeline: unsharded all step
+        # parameters kept after forward; gradients accumulated unsharded in the reduce
+        # dtype until the reduce-scatters after the last backward, one unit at a time
+        grad = 4 if r.grad_reduce_in_fp32 else 2
+        gathered = r.gather_bytes * params
+        buffers = grad * (params + m.layer_params() // t)
+    elif fsdp:  # parameters as flat 1-D shapes: per-parameter padding left out
         ends = [
             (m.embedding_params() if first else 0) // t,
             (head if last else 0) // t,
