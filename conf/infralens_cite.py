@@ -4,7 +4,7 @@ The pages cite author-year (``{cite:t}`` prints "Jeaugey (2021)"). Many
 entries share an author and a year (the PyTorch and NVIDIA documentation of
 one release), so the printed year takes a letter, 2026a, 2026b, ..., in the
 order the bibliography lists the entries, and the bibliography itself is
-labelled with the same "Author Year" text instead of numbers: a citation in
+labelled with the same "Author, Year" text instead of numbers: a citation in
 the text and its entry in the list read the same.
 
 The ``.bib`` stays as written: the letters are added to the parsed entries at
@@ -90,9 +90,9 @@ def disambiguate(entries: dict[str, Any]) -> None:
 
 
 def printed_labels(entries: dict[str, Any]) -> dict[str, str]:
-    """Key to the label that the text and the bibliography print ("Jeaugey 2021")."""
+    """Key to the label that the text and the bibliography print ("Jeaugey, 2021")."""
     years = disambiguated_years(entries)
-    return {key: f"{citation_author(e)} {years[key]}" for key, e in entries.items()}
+    return {key: f"{citation_author(e)}, {years[key]}" for key, e in entries.items()}
 
 
 # -- pybtex styles ----------------------------------------------------------------
@@ -108,7 +108,7 @@ def _styles() -> tuple[type, type]:
         def format_labels(self, sorted_entries: Any) -> Any:
             for entry in sorted_entries:
                 year = entry.fields.get("year", "n.d.")
-                yield f"{citation_author(entry)} {year}"
+                yield f"{citation_author(entry)}, {year}"
 
     def _title(text: str) -> Any:
         """A title's rich text: ``\\texttt{x}`` pieces as code, the rest as LaTeX."""

@@ -230,7 +230,7 @@ def _context(node: Any, top: Any) -> tuple[str | None, str]:
 
     heading: str | None = None
     item = ""
-    child, parent = node, node.parent
+    parent = node.parent
     while parent is not None and parent is not top:
         if not item and isinstance(parent, nodes.list_item):
             listing = parent.parent
@@ -239,7 +239,7 @@ def _context(node: Any, top: Any) -> tuple[str | None, str]:
         if heading is None and isinstance(parent, nodes.section):
             title = parent.next_node(nodes.title)
             heading = title.astext() if title is not None else None
-        child, parent = parent, parent.parent
+        parent = parent.parent
     return heading, item
 
 
@@ -301,11 +301,8 @@ def _move_answers(root: Any, docname: str) -> None:
             ref = nodes.reference("", "", internal=True, refid=anchor)
             ref += nodes.Text("Answers")
             pointer += ref
+            # On paper, latex_show_pagerefs adds the page after the link.
             pointer += nodes.Text(" at the end of this chapter")
-            pointer += nodes.raw(
-                "", rf"\nobreakspace{{}}(p.~\pageref{{\detokenize{{{docname}:{anchor}}}}})",
-                format="latex",
-            )
             pointer += nodes.Text(".")
             node.replace_self(pointer)
             previous = pointer

@@ -1,7 +1,7 @@
 """Citations a reader can tell apart.
 
 The text cites author-year and the bibliography is labelled the same way, so
-two entries that print the same label ("NVIDIA 2026") would send a reader to
+two entries that print the same label ("NVIDIA, 2026") would send a reader to
 either. The build adds a letter to the year where an author and a year recur
 (``conf/infralens_cite.py``); these tests format the real ``.bib`` as the
 build does and check what it prints: every label distinct, no raw LaTeX, no
@@ -67,7 +67,7 @@ def test_shared_author_years_get_letters_in_title_order(entries: dict) -> None:
     pytorch = sorted(
         (entries[k].fields["title"].lower(), v)
         for k, v in labels.items()
-        if v.startswith("PyTorch Contributors 2026")
+        if v.startswith("PyTorch Contributors, 2026")
     )
     assert len(pytorch) > 2
     assert [v[-1] for _, v in pytorch][:3] == ["a", "b", "c"]
@@ -75,7 +75,7 @@ def test_shared_author_years_get_letters_in_title_order(entries: dict) -> None:
 
 def test_a_group_of_one_keeps_its_bare_year(entries: dict) -> None:
     labels = infralens_cite.printed_labels(entries)
-    assert labels["rajbhandari2020zero"] == "Rajbhandari et al. 2020"
+    assert labels["rajbhandari2020zero"] == "Rajbhandari et al., 2020"
 
 
 def test_suffixes_continue_past_z() -> None:
