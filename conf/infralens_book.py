@@ -10,6 +10,7 @@ LaTeX only (HTML and EPUB reflow, so their tables are left alone):
   ``.``.
 * A table's links become numbered notes under the table ("[1]"), one per
   distinct address, instead of a footnote per cell.
+* A "Checked by" line never breaks a file name (at an underscore).
 * The interview cards' headings carry their own number ("1. ..."), so LaTeX
   does not number them again.
 * The book has parts (handbook, labs, interview practice, reference), and the
@@ -254,8 +255,19 @@ def _book_structure(document: Any) -> None:
         for section in [c for c in bibliography.children if isinstance(c, nodes.section)]:
             bibliography.remove(section)
         for citation in citations:
-            citation.parent.remove(citation) if citation.parent is not None else None
+            if citation.parent is not None:
+                citation.parent.remove(citation)
             bibliography += citation
+        # Links to the page go to the list, which LaTeX prints at the end.
+        label = rf"\label{{\detokenize{{{BIBLIOGRAPHY_PAGE}::doc}}}}"
+        bibliography.insert(
+            0,
+            _raw(
+                r"\renewenvironment{sphinxthebibliography}[1]{\cleardoublepage\phantomsection"
+                + label
+                + r"\begin{thebibliography}{#1}}{\end{thebibliography}}"
+            ),
+        )
     top = next(iter(document.findall(nodes.section)), None)
     if top is not None and isinstance(top[0], nodes.title):
         top.insert(
@@ -285,6 +297,22 @@ def _index_concepts(app: Any, doctree: Any) -> None:
     section.insert(position, index)
 
 
+def _whole_file_names(document: Any) -> None:
+    """A "Checked by" line keeps each file name on one line and sets ragged right."""
+    from docutils import nodes
+
+    for para in list(document.findall(nodes.paragraph)):
+        if "infralens-provenance" not in para.get("classes", []):
+            continue
+        for literal in list(para.findall(nodes.literal)):
+            parent = literal.parent
+            parent.insert(parent.index(literal), _raw(r"\mbox{"))
+            parent.insert(parent.index(literal) + 1, _raw("}"))
+        parent = para.parent
+        parent.insert(parent.index(para), _raw(r"\begingroup\raggedright"))
+        parent.insert(parent.index(para) + 1, _raw(r"\par\endgroup"))
+
+
 def _transform() -> Any:
     from sphinx.transforms.post_transforms import SphinxPostTransform
 
@@ -299,6 +327,7 @@ def _transform() -> Any:
             _book_structure(self.document)
             _fit_tables(self.app, self.document, "")
             _cards_numbered_once(self.app, self.document, "")
+            _whole_file_names(self.document)
 
     return BookLayout
 
