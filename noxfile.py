@@ -35,6 +35,8 @@ nox.options.error_on_missing_interpreters = True
 def docs(session: nox.Session) -> None:
     """Build the HTML handbook into build/html (warnings are errors)."""
     session.install("-e", ".[docs]")
+    # The citation labels the build prints (needs the docs' pybtex): no two alike.
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_citations.py")
     session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "handbook", str(BUILD / "html"))
     session.log(f"open {BUILD / 'html' / 'index.html'}")
 
@@ -96,6 +98,15 @@ def pdf(session: nox.Session) -> None:
         session.error(f"latexmk or pdflatex not found; install TeX: apt-get install {TEX_PACKAGES}")
     session.install("-e", ".[docs]")
     session.run("sphinx-build", "-M", "latexpdf", "handbook", str(BUILD), *SPHINX)
+    # Every table row in the PDF's text, no box past its column, no raw LaTeX.
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_pdf_output.py",
+        env={"INFRALENS_REQUIRE_PDF": "1"},
+    )
     session.log(f"PDF: {BUILD / 'latex' / 'infralens.pdf'}")
 
 
