@@ -1,4 +1,4 @@
-"""Critical batch and batch ramps: McCandlish's hyperbola, Kaplan's fit, what a ramp does to a plan."""
+"""Critical batch and batch ramps: the steps-data hyperbola, Kaplan's fit, a ramp on a plan."""
 
 from __future__ import annotations
 

@@ -45,7 +45,9 @@ KAPLAN_ALPHA_B = 0.21
 
 
 @typed
-def batch_tradeoff(*, batch: int | Fraction, critical: int | Fraction) -> tuple[Fraction, Fraction]:
+def batch_tradeoff(
+    *, batch: int | Fraction, critical: int | Fraction
+) -> tuple[Fraction, Fraction]:
     """Steps and data at batch *batch*, relative to their minima: (S/S_min, E/E_min).
 
     S / S_min = 1 + B_crit / B and E / E_min = 1 + B / B_crit, the two
@@ -87,7 +89,7 @@ def critical_batch_tokens(loss: float) -> float:
     """
     if not loss > 0:
         raise ValueError(f"loss must be > 0, got {loss}")
-    return KAPLAN_B_STAR_TOKENS / loss ** (1 / KAPLAN_ALPHA_B)
+    return KAPLAN_B_STAR_TOKENS / float(loss ** (1 / KAPLAN_ALPHA_B))
 
 
 @dataclass(frozen=True)

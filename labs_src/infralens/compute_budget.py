@@ -159,7 +159,9 @@ def gpu_hours(flops: float, *, peak_flops: float, mfu: float) -> float:
     """
     if not 0 < mfu <= 1:
         raise ValueError(f"mfu must be in (0, 1], got {mfu}")
-    seconds = _positive("flops", flops) / (_positive("peak_flops", peak_flops) * mfu)
+    seconds = _positive("flops", flops) / (
+        _positive("peak_flops", peak_flops) * mfu
+    )
     return seconds / 3600
 
 
@@ -181,7 +183,9 @@ def overtraining_factor(params: float, tokens: float) -> float:
 
 
 @typed
-def lifetime_flops(params: float, *, train_tokens: float, served_tokens: float) -> float:
+def lifetime_flops(
+    params: float, *, train_tokens: float, served_tokens: float
+) -> float:
     """Training plus inference FLOPs: 6 * N * D_train + 2 * N * D_served.
 
     Serving costs about 2N FLOPs a token (the forward pass only), so once

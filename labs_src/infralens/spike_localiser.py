@@ -109,13 +109,17 @@ def first_fault(
     if not positive_number("factor", factor) > 1:
         raise ValueError(f"factor must be > 1, got {factor}")
     w = positive_int("window", window)
-    layer_order = range(layers - 1, -1, -1) if order == "backward" else range(layers)
+    layer_order = (
+        range(layers - 1, -1, -1) if order == "backward" else range(layers)
+    )
     for t, step in enumerate(stats):
         # [start:nonfinite]
         for layer in layer_order:
             hit = [r for r in range(ranks) if not math.isfinite(step[r][layer])]
             if hit:
-                return Fault(t, "nonfinite", layer, tuple(hit), repr(step[hit[0]][layer]))
+                return Fault(
+                    t, "nonfinite", layer, tuple(hit), repr(step[hit[0]][layer])
+                )
         # [end:nonfinite]
         if t < w:
             continue
@@ -128,7 +132,9 @@ def first_fault(
                 if past > 0 and step[r][layer] > factor * past:
                     hit.append(r)
             if hit:
-                return Fault(t, "spike", layer, tuple(hit), repr(step[hit[0]][layer]))
+                return Fault(
+                    t, "spike", layer, tuple(hit), repr(step[hit[0]][layer])
+                )
         # [end:spike]
     return None
 
