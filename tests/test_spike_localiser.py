@@ -75,3 +75,15 @@ def test_bad_input() -> None:
         first_fault([[["1.0"]]])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="window must be >= 1"):
         first_fault([[[1.0]]], window=0)
+
+
+def test_within_a_step_execution_order_decides() -> None:
+    """Backward runs layer 2 before layer 1: a spike in 2 precedes a NaN in 1."""
+    stats = calm(2, 3, 10)
+    stats[9][0][2] = 100.0
+    stats[9][0][1] = NAN
+    fault = first_fault(stats)
+    assert fault is not None and (fault.kind, fault.layer) == ("spike", 2)
+    # read forward, layer 1 runs before layer 2, and the NaN comes first
+    fault = first_fault(stats, order="forward")
+    assert fault is not None and (fault.kind, fault.layer) == ("nonfinite", 1)

@@ -84,11 +84,11 @@ def first_fault(
 ) -> Fault | None:
     """The first step, layer and ranks where a value is non-finite or spikes.
 
-    A step is checked for non-finite values first, then for spikes (value >
-    factor * median of the same rank and layer over the previous *window*
-    steps, once that many exist). In the faulty step the origin is the
-    first layer in *order* that shows the fault; ``ranks`` are the ranks
-    that show it at that layer. ``None`` if nothing is wrong.
+    Steps are read in order and, within a step, layers in execution *order*;
+    the first layer that holds a non-finite value or a spike (value > factor
+    * median of the same rank and layer over the previous *window* steps,
+    once that many exist) is the origin, and ``ranks`` are the ranks that
+    show it there. ``None`` if nothing is wrong.
 
     >>> calm = [[1.0, 2.0]] * 3                    # 3 ranks, 2 layers
     >>> steps = [calm] * 8 + [[[1.0, 2.0], [1.0, 50.0], [1.0, 2.0]]]
@@ -113,18 +113,16 @@ def first_fault(
         range(layers - 1, -1, -1) if order == "backward" else range(layers)
     )
     for t, step in enumerate(stats):
-        # [start:nonfinite]
         for layer in layer_order:
+            # [start:nonfinite]
             hit = [r for r in range(ranks) if not math.isfinite(step[r][layer])]
             if hit:
-                return Fault(
-                    t, "nonfinite", layer, tuple(hit), repr(step[hit[0]][layer])
-                )
-        # [end:nonfinite]
-        if t < w:
-            continue
-        # [start:spike]
-        for layer in layer_order:
+                value = repr(step[hit[0]][layer])
+                return Fault(t, "nonfinite", layer, tuple(hit), value)
+            # [end:nonfinite]
+            if t < w:
+                continue
+            # [start:spike]
             hit = []
             for r in range(ranks):
                 # the same rank and layer over the previous `window` steps
@@ -135,7 +133,7 @@ def first_fault(
                 return Fault(
                     t, "spike", layer, tuple(hit), repr(step[hit[0]][layer])
                 )
-        # [end:spike]
+            # [end:spike]
     return None
 
 
