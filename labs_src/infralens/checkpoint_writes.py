@@ -170,8 +170,8 @@ def write_seconds(
 ) -> float:
     """Seconds a synchronous checkpoint write takes: the slower of the two limits.
 
-    t = max(max over nodes of node bytes / node bandwidth,
-            total bytes / aggregate storage bandwidth), bandwidths in GB/s (1e9).
+    t = max(busiest node's bytes / node bandwidth, total bytes / storage bandwidth),
+    with both bandwidths in GB/s (1e9 bytes a second).
     Staging to local NVMe first makes the pause the first term with the NVMe's
     bandwidth as *node_gb_per_s*; the copy to storage then runs in the background.
 
