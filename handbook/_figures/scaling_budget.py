@@ -1,4 +1,4 @@
-"""Section 00 figure: Chinchilla's compute-optimal frontier, Table 3's rows and two Llama 3 models."""
+"""Section 00 figure: the compute-optimal frontier, Table 3's rows and two Llama 3 models."""
 
 from __future__ import annotations
 
