@@ -30,9 +30,15 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice, positive_int, positive_number
+from infralens._validate import (
+    MAX_ITEMS,
+    check_choice,
+    positive_int,
+    positive_number,
+)
 
 __all__ = ["ORDERS", "Fault", "first_fault", "verdict"]
 
@@ -56,12 +62,31 @@ class Fault:
         check_fields(self)
 
 
-def _shape(stats: Sequence[Sequence[Sequence[float]]]) -> tuple[int, int]:
-    if not stats or not stats[0] or not stats[0][0]:
+def _length(name: str, value: object) -> int:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
+    try:
+        n = len(value)
+    except OverflowError:
+        n = MAX_ITEMS + 1
+    if n > MAX_ITEMS:
+        raise ValueError(f"{name} must hold at most {MAX_ITEMS} items")
+    return n
+
+
+def _shape(stats: object) -> tuple[int, int]:
+    steps = _length("stats", stats)
+    stats = cast(Sequence[Sequence[Sequence[object]]], stats)
+    if steps == 0 or _length("stats[0]", stats[0]) == 0:
         raise ValueError("stats must hold at least one step, rank and layer")
-    ranks, layers = len(stats[0]), len(stats[0][0])
+    ranks = len(stats[0])
+    layers = _length("stats[0][0]", stats[0][0])
+    if layers == 0:
+        raise ValueError("stats must hold at least one step, rank and layer")
     for t, step in enumerate(stats):
-        if len(step) != ranks or any(len(row) != layers for row in step):
+        if _length(f"stats[{t}]", step) != ranks or any(
+            _length(f"stats[{t}][{r}]", row) != layers for r, row in enumerate(step)
+        ):
             raise ValueError(
                 f"stats[{t}] must hold {ranks} ranks of {layers} layers, like stats[0]"
             )
