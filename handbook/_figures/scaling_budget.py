@@ -37,16 +37,16 @@ ax.scatter(
     s=18,
     label="Hoffmann et al., Table 3",
 )
-for name, n, d, dx in (
-    ("Llama 3 8B", 8e9, 15e12, 5),
-    ("Llama 3 405B", 405e9, 15.6e12, -95),
+for name, n, d, dx, dy in (
+    ("Llama 3 8B", 8e9, 15e12, 6, 4),
+    ("Llama 3 405B", 405e9, 15.6e12, 8, 6),
 ):
     ax.scatter([n], [d], color=PALETTE[3], marker="^", zorder=3, s=28)
     ax.annotate(
         f"{name}: {d / chinchilla_budget(n)[1]:.0f}x",
         (n, d),
         fontsize=7,
-        xytext=(dx, 4),
+        xytext=(dx, dy),
         textcoords="offset points",
     )
 ax.set_xlabel("parameters N")
