@@ -45,6 +45,8 @@ extensions = [
     "infralens_pages",
     # Lab pages as code readings: the build's rules, source links, answers at chapter end.
     "infralens_labcode",
+    # HTML only: Run on every example (Pyodide from the build), exercise checks, "Plan a job".
+    "infralens_runtime",
 ]
 exclude_patterns = ["_figures", "_generated", "**/.ipynb_checkpoints"]
 root_doc = "index"
