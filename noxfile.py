@@ -86,6 +86,9 @@ def browser(session: nox.Session) -> None:
         "tests/browser",
         env={"INFRALENS_SITE": str(site)},
     )
+    report = BUILD / "browser-runtime.json"
+    if report.exists():  # the pages' Python: click to first output, the planner, bytes added
+        session.log(f"{report.relative_to(ROOT)}: {report.read_text(encoding='utf-8')}")
 
 
 @nox.session

@@ -137,9 +137,8 @@ def _notebook_link(app: Any, doctree: nodes.document, docname: str) -> None:
     name = docname.split("/")[-1] + ".ipynb"
     href = f"../_static/notebooks/{name}"
     text = (
-        f'<p class="infralens-notebook">Every example on this page has a <b>Run</b> button '
-        f"that runs it here, in your browser; edit it and run it again. The same examples "
-        f'as a Jupyter notebook: <a href="{href}" download="{name}">{name}</a>.</p>\n'
+        '<p class="infralens-notebook">Run any example on this page, edit it, run it again; '
+        f'or take them as a notebook: <a href="{href}" download="{name}">{name}</a>.</p>\n'
     )
     sections = [s for s in doctree.findall(nodes.section)]
     if sections:

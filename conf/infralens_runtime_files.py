@@ -57,7 +57,6 @@ PYODIDE_FILES = (
     "pyodide-lock.json",
     "pyodide.asm.mjs",
     "pyodide.asm.wasm",
-    "pyodide.js",
     "pyodide.mjs",
     "python_stdlib.zip",
 )

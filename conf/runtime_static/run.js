@@ -26,7 +26,7 @@
     if (location.protocol === "file:") return Promise.reject(new Error(SERVE));
     if (!wheelName) return Promise.reject(new Error(NO_RUNTIME));
     if (!worker) {
-      worker = new Worker(new URL("worker.js", base));
+      worker = new Worker(new URL("worker.js", base), { type: "module" });
       worker.onmessage = (event) => {
         const { id, result, error } = event.data;
         const done = waiting.get(id);
@@ -154,7 +154,7 @@
 
   // -- Exercise checks ----------------------------------------------------------
   for (const form of article.querySelectorAll("form.infralens-check")) {
-    const status = form.querySelector(".infralens-verdict");
+    const status = form.parentElement.querySelector(".infralens-verdict");
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const given = form.querySelector("input, select").value;

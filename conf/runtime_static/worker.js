@@ -1,8 +1,6 @@
-// The page's Python: Pyodide from this site's _static/pyodide/, the infralens wheel and
+// The page's Python (a module worker, as Pyodide 314 requires): Pyodide from this site's _static/pyodide/, the infralens wheel and
 // the page files from _static/infralens-run/. Started on the first Run; nothing is
 // fetched from another host. Messages: {id, call, args, urls} in, {id, result|error} out.
-"use strict";
-
 const ROOT = "/home/pyodide/infralens";
 let booting = null;
 
@@ -13,7 +11,7 @@ async function bytes(url) {
 }
 
 async function boot(urls) {
-  importScripts(urls.pyodide + "pyodide.js");
+  const { loadPyodide } = await import(urls.pyodide + "pyodide.mjs");
   const [py, wheel, files, runner] = await Promise.all([
     loadPyodide({ indexURL: urls.pyodide, fullStdLib: false }),
     bytes(urls.wheel),
