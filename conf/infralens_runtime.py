@@ -172,20 +172,16 @@ COLUMN_DOCS = {
 def _plan_page(app: Any) -> Any:
     if not _interactive(app):
         return
-    from infralens.fit import HBM_BYTES
-    from infralens.hardware import SYSTEMS
-    from infralens.model import PRESETS
-    from infralens.precision import DEFAULT_RECIPE, RECIPES
+    # The command line's own choices: the names `python -m infralens` accepts.
+    from infralens.cli import DEFAULT_RECIPE, HBM_BYTES, PRESETS, RECIPES, SYSTEMS
 
     def hbm_for(system: Any) -> str:
-        first = system.gpu.name.split()[0].lower()
-        for key, size in HBM_BYTES.items():
-            if size == system.gpu.hbm_bytes and key.startswith(first):
-                return key
-        for key, size in HBM_BYTES.items():
-            if size == system.gpu.hbm_bytes:
-                return key
-        return next(iter(HBM_BYTES))
+        """The HBM preset of *system*'s GPU, for ``memory --gpu``."""
+        gpu = getattr(system, "gpu", None)
+        size, name = getattr(gpu, "hbm_bytes", None), str(getattr(gpu, "name", ""))
+        same = [key for key, value in HBM_BYTES.items() if value == size]
+        first = name.split()[0].lower() if name else ""
+        return next((k for k in same if k.startswith(first)), same[0] if same else "")
 
     links = {
         col: app.builder.get_relative_uri("plan-a-job", doc) for col, doc in COLUMN_DOCS.items()

@@ -79,8 +79,8 @@ def test_an_exception_prints_as_python_prints_it() -> None:
 
 
 def test_a_docstring_block_sees_its_module_and_a_page_block_its_earlier_blocks() -> None:
-    out = json.loads(runner.run_block(">>> DEFAULT_RECIPE\n", "infralens.precision.X", "p", []))
-    assert out["output"] == "'megatron-bf16-distopt'\n"
+    out = json.loads(runner.run_block(">>> rank_report.__name__\n", "infralens.cli.main", "p", []))
+    assert out["output"] == "'rank_report'\n"
     out = json.loads(runner.run_block(">>> y + 1\n", "", "page-d", [">>> y = 41\n"]))
     assert out["output"] == "42\n"
 
@@ -95,18 +95,20 @@ def _cli(argv: list[str]) -> str:
 def test_the_planner_prints_the_commands_table_and_memory(tmp_path: Path) -> None:
     args = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16",
             "--seq-len", "8192", "--global-batch", "64"]  # fmt: skip
-    got = json.loads(runner.plan_job(args, "h100-sxm5-80gb"))
+    got = json.loads(runner.plan_job(args))
     plan = tmp_path / "plan.yaml"
     printed = _cli(["rank", *args, "--write-plan", "1", str(plan)])
     assert got["table"] == printed.split("\nwrote row")[0]
     assert got["plan"] == plan.read_text(encoding="utf-8")
-    memory = _cli(["memory", "--model", "llama3-8b", "--plan", str(plan)])
-    assert got["memory"] == memory
+    details = json.loads(runner.plan_details("llama3-8b", "h100-sxm5-80gb"))
+    assert details["memory"] == _cli(["memory", "--model", "llama3-8b", "--plan", str(plan)])
+    worksheet = _cli(["plan", str(plan), "--format", "markdown"])
+    assert details["worksheet"] == worksheet and "Worksheet" in worksheet
 
 
 def test_the_planner_shows_the_commands_one_line_error() -> None:
     bad = ["--model", "llama3-70b", "--gpus", "60", "--seq-len", "4096", "--global-batch", "8"]
-    got = json.loads(runner.plan_job(bad, "h100-sxm5-80gb"))
+    got = json.loads(runner.plan_job(bad))
     assert got == {
         "error": "infralens rank: gpus must be a multiple of the 8 GPUs of a DGX H100 node, got 60"
     }
@@ -210,3 +212,12 @@ def test_each_lab_notebook_holds_its_examples() -> None:
         at = 0
         for source in sources:  # every example, in page order
             at = code.index(source, at) + len(source)
+
+
+def test_a_shown_piece_runs_its_objects_examples() -> None:
+    dotted = "infralens.ddp.DataParallelStep.global_batch_size"
+    text = json.loads(runner.examples_of(dotted))["text"]
+    examples = doctest.DocTestParser().get_examples(text)
+    assert examples and "DataParallelStep(" in examples[0].source
+    out = json.loads(runner.run_block(text, dotted, "p", []))
+    assert out == {"output": "".join(ex.want for ex in examples), "ok": True}

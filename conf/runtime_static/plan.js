@@ -65,44 +65,59 @@
     result.replaceChildren(document.createTextNode("Ranking the plans in this page…"));
     let answer;
     try {
-      answer = await window.infralensPython("plan_job", [args, field("gpu").value]);
+      answer = await window.infralensPython("plan_job", [args]);
     } catch (err) {
       result.replaceChildren(document.createTextNode(err.message));
       return;
     }
-    const parts = [];
     if (answer.error) {
       const p = document.createElement("p");
       p.className = "infralens-plan-error";
       p.textContent = answer.error;
+      result.replaceChildren(p);
+      result.dataset.ms = String(Math.round(performance.now() - started));
+      return;
+    }
+    const { t, heading, notes } = table(answer.table);
+    const h = document.createElement("p");
+    h.textContent = heading;
+    const parts = [h, t];
+    for (const note of notes) {
+      const p = document.createElement("p");
+      p.textContent = note;
       parts.push(p);
-    } else {
-      const { t, heading, notes } = table(answer.table);
-      const h = document.createElement("p");
-      h.textContent = heading;
-      parts.push(h, t);
-      for (const note of notes) {
-        const p = document.createElement("p");
-        p.textContent = note;
-        parts.push(p);
-      }
+    }
+    const blob = new Blob([answer.plan], { type: "text/yaml" });
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = "parallelism_plan.yaml";
+    a.className = "infralens-plan-download";
+    a.textContent = "Download plan 1 as a plan file";
+    const p = document.createElement("p");
+    p.append(a, " (rank's --write-plan 1: what python -m infralens plan and memory read).");
+    const details = document.createElement("div");
+    details.className = "infralens-plan-details";
+    details.textContent = "Pricing plan 1…";
+    parts.push(p, details);
+    result.replaceChildren(...parts);
+    result.dataset.ms = String(Math.round(performance.now() - started));
+    // Then plan 1's memory (`memory`) and its worksheet and step time (`plan`).
+    try {
+      const more = await window.infralensPython("plan_details", [field("model").value.trim(), field("gpu").value]);
       const mh = document.createElement("h2");
       mh.appendChild(link("Memory of plan 1", "memory"));
       const mem = document.createElement("pre");
       mem.className = "infralens-plan-memory";
-      mem.textContent = answer.memory;
-      const blob = new Blob([answer.plan], { type: "text/yaml" });
-      const a = document.createElement("a");
-      a.href = URL.createObjectURL(blob);
-      a.download = "parallelism_plan.yaml";
-      a.className = "infralens-plan-download";
-      a.textContent = "Download plan 1 as a plan file";
-      const p = document.createElement("p");
-      p.append(a, " (what python -m infralens plan and memory read; the same file as rank's --write-plan 1).");
-      parts.push(mh, mem, p);
+      mem.textContent = more.memory;
+      const wh = document.createElement("h2");
+      wh.appendChild(link("Plan 1: groups, worksheet and step time", "#"));
+      const ws = document.createElement("pre");
+      ws.className = "infralens-plan-worksheet";
+      ws.textContent = more.worksheet;
+      details.replaceChildren(mh, mem, wh, ws);
+    } catch (err) {
+      details.textContent = err.message;
     }
-    result.replaceChildren(...parts);
-    result.dataset.ms = String(Math.round(performance.now() - started));
   }
 
   field("cluster").addEventListener("change", () => {

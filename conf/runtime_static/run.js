@@ -152,6 +152,50 @@
     (block.div.querySelector("div.highlight") || block.div).appendChild(button);
   }
 
+  // -- A lab's shown code: its object's docstring examples, run under it ----------------
+  for (const wrapper of article.querySelectorAll("div.literal-block-wrapper")) {
+    const link = wrapper.querySelector(".code-block-caption a[href*='_modules/infralens/']");
+    const match = link && /_modules\/(infralens\/.+)\.html#(.+)$/.exec(link.getAttribute("href"));
+    const highlight = wrapper.querySelector("div.highlight");
+    if (!match || !highlight) continue;
+    const dotted = match[1].replace(/\//g, ".") + "." + match[2];
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "infralens-run";
+    button.textContent = "Run";
+    button.title = `Run the examples of ${dotted} in the page`;
+    highlight.appendChild(button);
+    let block = null;
+    button.addEventListener("click", async () => {
+      if (block) return run(block);
+      button.disabled = true;
+      const note = document.createElement("pre");
+      note.className = "infralens-output infralens-note";
+      note.textContent = location.protocol === "file:" ? SERVE : "Starting Python in this page…";
+      wrapper.after(note);
+      if (location.protocol === "file:") {
+        button.disabled = false;
+        note.remove();
+        wrapper.after(note);
+        return;
+      }
+      try {
+        const { text } = await call("examples_of", [dotted]);
+        const div = document.createElement("div");
+        div.className = "highlight-pycon notranslate infralens-examples";
+        div.innerHTML = '<div class="highlight"><pre></pre></div>';
+        div.querySelector("pre").textContent = text || ">>> ";
+        note.replaceWith(div);
+        block = { div, pre: div.querySelector("pre"), module: dotted, original: text, button };
+        await run(block);
+      } catch (err) {
+        note.textContent = err.message;
+      } finally {
+        button.disabled = false;
+      }
+    });
+  }
+
   // -- Exercise checks ----------------------------------------------------------
   for (const form of article.querySelectorAll("form.infralens-check")) {
     const status = form.parentElement.querySelector(".infralens-verdict");

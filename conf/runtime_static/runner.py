@@ -15,6 +15,7 @@ import ast
 import contextlib
 import doctest
 import importlib
+import inspect
 import io
 import json
 import sys
@@ -99,6 +100,41 @@ def run_block(text: str, module: str, page: str, prime: list[str]) -> str:
     return json.dumps({"output": out.getvalue(), "ok": ok})
 
 
+def examples_of(dotted: str) -> str:
+    """The docstring examples of the object *dotted* names (``infralens.ddp.ddp_gradients``),
+    as the prompt shows them; an object without examples gives its class's, then its
+    module's. Returns ``{"text": ...}``."""
+    parts = dotted.split(".")
+    found: list[object] = []
+    for end in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:end]))
+        except ImportError:
+            continue
+        found.append(obj)
+        for name in parts[end:]:
+            obj = getattr(obj, name, None)
+            if obj is None:
+                break
+            found.append(obj)
+        break
+    for obj in reversed(found):
+        doc = inspect.getdoc(obj) or ""
+        examples = doctest.DocTestParser().get_examples(doc)
+        if examples:
+            lines = []
+            for ex in examples:
+                source = ex.source.rstrip("\n").splitlines()
+                lines.append(">>> " + source[0])
+                lines += ["... " + line for line in source[1:]]
+                want = ex.want or (
+                    f"Traceback (most recent call last):\n...\n{ex.exc_msg}" if ex.exc_msg else ""
+                )
+                lines += want.rstrip("\n").splitlines()
+            return json.dumps({"text": "\n".join(lines) + "\n"})
+    return json.dumps({"text": ""})
+
+
 def check_answer(given: str, expected: object, kind: str, tolerance: float) -> tuple[bool, str]:
     """Compare a reader's answer with the package's value.
 
@@ -160,26 +196,24 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
 PLAN_PATH = "/tmp/parallelism_plan.yaml"
 
 
-def plan_job(args: list[str], gpu: str) -> str:
-    """``python -m infralens rank ARGS --write-plan 1 FILE``, then ``memory`` on FILE.
-
-    Returns the ranking as the command prints it, the first plan's memory, the plan
-    file's text, or the command's one-line error.
-    """
+def plan_job(args: list[str]) -> str:
+    """``python -m infralens rank ARGS --write-plan 1 FILE``: the ranking as the command
+    prints it and the first plan's file, or the command's one-line error."""
     status, out, err = _cli(["rank", *args, "--write-plan", "1", PLAN_PATH])
     if status != 0:
         lines = [line for line in err.splitlines() if line.strip()]
         return json.dumps({"error": lines[-1] if lines else f"exit status {status}"})
     table = "\n".join(line for line in out.splitlines() if not line.startswith("wrote row"))
-    model = args[args.index("--model") + 1]
     with open(PLAN_PATH, encoding="utf-8") as handle:
-        plan_text = handle.read()
-    mstatus, memory, merr = _cli(["memory", "--model", model, "--plan", PLAN_PATH, "--gpu", gpu])
-    return json.dumps({
-        "table": table,
-        "memory": memory if mstatus == 0 else merr.strip(),
-        "plan": plan_text,
-    })  # fmt: skip
+        return json.dumps({"table": table, "plan": handle.read()})
+
+
+def plan_details(model: str, gpu: str) -> str:
+    """``memory --model MODEL --plan FILE --gpu GPU`` and ``plan FILE --format markdown``
+    for the file :func:`plan_job` wrote last: its memory, groups, worksheet and step."""
+    _, memory, merr = _cli(["memory", "--model", model, "--plan", PLAN_PATH, "--gpu", gpu])
+    _, worksheet, werr = _cli(["plan", PLAN_PATH, "--format", "markdown"])
+    return json.dumps({"memory": memory or merr.strip(), "worksheet": worksheet or werr.strip()})
 
 
 def prepare(root: str) -> None:

@@ -251,7 +251,11 @@ def test_the_planner_prints_the_commands_plans(
     assert printed.splitlines()[0] in result.text
     links = result.find_elements(By.CSS_SELECTOR, "table a[href]")
     assert len(links) == sum(len(r) for r in cells), "each number links to its section"
+    WebDriverWait(driver, 120).until(
+        lambda d: result.find_elements(By.CSS_SELECTOR, "pre.infralens-plan-worksheet")
+    )
     assert "fits" in result.find_element(By.CSS_SELECTOR, "pre.infralens-plan-memory").text
+    assert "Worksheet" in result.find_element(By.CSS_SELECTOR, "pre.infralens-plan-worksheet").text
     download = result.find_element(By.CSS_SELECTOR, "a.infralens-plan-download")
     assert download.get_attribute("download") == "parallelism_plan.yaml"
     # The address carries the inputs: opening it again ranks the same job.
@@ -288,3 +292,19 @@ def test_run_controls_do_not_move_the_page(driver: Any, base_url: str) -> None:
         "document.querySelectorAll('button.infralens-run').forEach(b => b.remove());"
     )
     assert driver.execute_script("return document.documentElement.scrollHeight;") == height
+
+
+def test_a_labs_shown_code_runs_with_its_example_inputs(driver: Any, base_url: str) -> None:
+    _open(driver, base_url + LABS[0])
+    wrapper = driver.find_element(By.CSS_SELECTOR, "article div.literal-block-wrapper")
+    button = wrapper.find_element(By.CSS_SELECTOR, "button.infralens-run")
+    driver.execute_script(CENTER, button)
+    button.send_keys(Keys.ENTER)
+    WebDriverWait(driver, 120).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "div.infralens-examples + pre.infralens-output")
+    )
+    block = driver.find_element(By.CSS_SELECTOR, "div.infralens-examples")
+    out = driver.execute_script("return arguments[0].nextElementSibling;", block)
+    got = _finished(driver, out)
+    text = driver.execute_script("return arguments[0].querySelector('pre').innerText;", block)
+    assert ">>>" in text and _agrees(_want(text), got, text), (text, got)
