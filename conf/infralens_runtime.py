@@ -224,10 +224,11 @@ def _plan_page(app: Any) -> Any:
 <h1>Plan a job<a class="headerlink" href="#plan-a-job" title="Link to this heading">¶</a></h1>
 <p>Describe a training job and the page ranks its parallel plans with the handbook's
 own package, in your browser: the table is what
-<code>python -m infralens rank</code> prints for the same inputs, and the memory is
-what <code>python -m infralens memory</code> prints for the first plan. Each column
-heading and each number links to the section that explains it. The inputs go into
-the page's address, so a plan can be shared as a link.</p>
+<code>python -m infralens rank</code> prints for the same inputs; under it, plan 1's
+memory, groups, worksheet and step time as <code>python -m infralens memory</code> and
+<code>plan</code> print them. Each column heading and each number links to the section
+that explains it. The inputs go into the page's address, so a plan can be shared as a
+link. The models are the package's presets.</p>
 <form class="infralens-plan" data-links="{html.escape(json.dumps(links), quote=True)}"
  data-hbm="{html.escape(json.dumps(hbm_map), quote=True)}">
 {form}
@@ -292,9 +293,15 @@ def _write_assets(app: Any, exc: BaseException | None) -> None:
         return
     for name in files.PYODIDE_FILES:
         _copy_if_changed(files.pyodide_dir() / name, static / "pyodide" / name)
-    for made in (files.write_wheel(ROOT / "build" / "runtime"),
-                 files.write_page_files(ROOT / "build" / "runtime")):  # fmt: skip
-        _copy_if_changed(made, run / made.name)
+    runtime = ROOT / "build" / "runtime"
+    made = [
+        files.write_wheel(runtime),
+        files.write_page_files(runtime),
+        files.write_pyyaml(runtime),
+    ]
+    for path in made:
+        if path is not None:
+            _copy_if_changed(path, run / path.name)
 
 
 def setup(app: Any) -> dict[str, Any]:

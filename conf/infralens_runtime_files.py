@@ -163,6 +163,29 @@ def write_wheel(outdir: Path) -> Path:
     return out
 
 
+def write_pyyaml(outdir: Path) -> Path | None:
+    """Write ``pyyaml.zip``: PyYAML's pure-Python modules (its C extension left out), from
+    the PyYAML the docs extra pins, for the plan files ``plan`` and ``memory`` read.
+
+    Returns None when PyYAML is not installed.
+    """
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("yaml")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    dist = importlib.metadata.distribution("pyyaml")
+    entries = [(f"yaml/{p.name}", p.read_bytes()) for p in sorted(folder.glob("*.py"))]
+    for file in dist.files or ():
+        if file.name == "LICENSE":
+            entries.append(("yaml/LICENSE", Path(str(dist.locate_file(file))).read_bytes()))
+    out = outdir / "pyyaml.zip"
+    _write_zip(out, entries)
+    return out
+
+
 def write_page_files(outdir: Path) -> Path:
     """Write ``page-files.zip``: the files the pages read, at their paths in the repository."""
     entries = [

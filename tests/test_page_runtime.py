@@ -195,6 +195,17 @@ def test_the_wheel_is_reproducible_and_complete(tmp_path: Path, monkeypatch: pyt
         assert "labs_src/starters/parallelism_plan.yaml" in page_files.namelist()
 
 
+def test_pyyaml_ships_as_pure_python(tmp_path: Path) -> None:
+    # The plan files `plan` and `memory` read need PyYAML; the page gets its .py files.
+    pytest.importorskip("yaml")
+    made = files.write_pyyaml(tmp_path)
+    assert made is not None
+    with zipfile.ZipFile(made) as archive:
+        names = archive.namelist()
+    assert "yaml/__init__.py" in names and "yaml/LICENSE" in names
+    assert not [n for n in names if not n.endswith((".py", "LICENSE"))]
+
+
 def test_each_lab_notebook_holds_its_examples() -> None:
     for page in LABS:
         book = json.loads(files.notebook(page))

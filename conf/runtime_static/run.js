@@ -11,6 +11,7 @@
     pyodide: new URL("../pyodide/", base).href,
     wheel: new URL(wheelName || "none", base).href,
     files: new URL("page-files.zip", base).href,
+    yaml: new URL("pyyaml.zip", base).href,
     runner: new URL("runner.py", base).href,
   };
   const page = location.pathname;

@@ -12,15 +12,17 @@ async function bytes(url) {
 
 async function boot(urls) {
   const { loadPyodide } = await import(urls.pyodide + "pyodide.mjs");
-  const [py, wheel, files, runner] = await Promise.all([
+  const [py, wheel, files, yaml, runner] = await Promise.all([
     loadPyodide({ indexURL: urls.pyodide, fullStdLib: false }),
     bytes(urls.wheel),
     bytes(urls.files),
+    bytes(urls.yaml).catch(() => null), // PyYAML, for the plan files; optional
     fetch(urls.runner).then((r) => r.text()),
   ]);
   py.FS.mkdirTree(ROOT + "/labs_src");
   py.unpackArchive(files, "zip", { extractDir: ROOT });
   py.unpackArchive(wheel, "zip", { extractDir: ROOT + "/labs_src" });
+  if (yaml) py.unpackArchive(yaml, "zip", { extractDir: ROOT + "/labs_src" });
   py.runPython(runner, { filename: "runner.py" });
   py.globals.get("prepare")(ROOT);
   return py;

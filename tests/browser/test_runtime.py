@@ -277,7 +277,9 @@ def test_a_bad_input_shows_the_commands_one_line_error(driver: Any, base_url: st
 def test_a_file_page_says_how_to_serve_the_folder(driver: Any) -> None:
     _open(driver, (SITE / LABS[0]).as_uri())
     block = _blocks(driver)[0]
-    block.find_element(By.CSS_SELECTOR, "button.infralens-run").click()
+    button = block.find_element(By.CSS_SELECTOR, "button.infralens-run")
+    driver.execute_script(CENTER, button)
+    button.send_keys(Keys.ENTER)
     out = driver.execute_script("return arguments[0].nextElementSibling;", block)
     WebDriverWait(driver, 10).until(lambda d: out.text)
     assert re.fullmatch(r"[^\n]*python3 -m http\.server -d build/html[^\n]*", out.text)
