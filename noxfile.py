@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT / "conf"))
+import infralens_runtime_files  # noqa: E402 (conf/ holds the build's helpers)
+
 BUILD = ROOT / "build"
 SPHINX = ["-c", "conf", "-n", "-W", "--keep-going"]
 # Parallel read and write (`nox -s docs` and the browser build); figures come from
@@ -31,10 +35,35 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
 
+def _runtime(session: nox.Session) -> None:
+    """Pyodide's core runtime, pinned and checked, for the pages' Run controls.
+
+    `npm pack` takes the pinned `pyodide` package from the npm registry once into
+    build/runtime/; its sha512 must equal the pinned integrity
+    (conf/infralens_runtime_files.py). The HTML build copies it, with the package's
+    wheel built from the working tree, to _static/.
+    """
+    if infralens_runtime_files.have_pyodide():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        session.error("npm not found; install Node.js and npm: apt-get install npm")
+    session.log(f"fetching pyodide@{infralens_runtime_files.PYODIDE_VERSION} with npm pack")
+    infralens_runtime_files.fetch_pyodide(npm)
+    for made in (
+        infralens_runtime_files.write_wheel(infralens_runtime_files.RUNTIME),
+        infralens_runtime_files.write_page_files(infralens_runtime_files.RUNTIME),
+    ):
+        session.log(f"wrote {made.relative_to(ROOT)}")
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the HTML handbook into build/html (warnings are errors)."""
+    _runtime(session)
     session.install("-e", ".[docs]")
+    # The citation labels the build prints (needs the docs' pybtex): no two alike.
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_citations.py")
     session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "handbook", str(BUILD / "html"))
     session.log(f"open {BUILD / 'html' / 'index.html'}")
 
@@ -45,6 +74,7 @@ def browser(session: nox.Session) -> None:
     for tool in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
         if not Path(tool).exists():
             session.error(f"{tool} not found; install it: apt-get install chromium chromium-driver")
+    _runtime(session)
     session.install("-e", ".[docs,browser]")
     site = BUILD / "html-browser"
     session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "-q", "handbook", str(site))
@@ -58,6 +88,9 @@ def browser(session: nox.Session) -> None:
         "tests/browser",
         env={"INFRALENS_SITE": str(site)},
     )
+    report = BUILD / "browser-runtime.json"
+    if report.exists():  # the pages' Python: click to first output, the planner, bytes added
+        session.log(f"{report.relative_to(ROOT)}: {report.read_text(encoding='utf-8')}")
 
 
 @nox.session
@@ -65,6 +98,7 @@ def reproducible(session: nox.Session) -> None:
     """Build the HTML twice from scratch with one SOURCE_DATE_EPOCH; the outputs must match."""
     import filecmp
 
+    _runtime(session)
     session.install("-e", ".[docs]")
     env = {"SOURCE_DATE_EPOCH": "1767225600", "PYTHONHASHSEED": "0"}
     outputs = [BUILD / "repro-a", BUILD / "repro-b"]
@@ -96,6 +130,15 @@ def pdf(session: nox.Session) -> None:
         session.error(f"latexmk or pdflatex not found; install TeX: apt-get install {TEX_PACKAGES}")
     session.install("-e", ".[docs]")
     session.run("sphinx-build", "-M", "latexpdf", "handbook", str(BUILD), *SPHINX)
+    # Every table row in the PDF's text, no box past its column, no raw LaTeX.
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_pdf_output.py",
+        env={"INFRALENS_REQUIRE_PDF": "1"},
+    )
     session.log(f"PDF: {BUILD / 'latex' / 'infralens.pdf'}")
 
 
@@ -138,14 +181,16 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def fuzz(session: nox.Session) -> None:
-    """The input contract (tests/test_contract.py) with a bigger budget; prints the cases run."""
+    """The input contract (tests/test_contract.py) and the planner's relations
+    (tests/test_relations.py) with a bigger budget; prints the contract cases run."""
     session.install("-e", ".[tests]")
     examples = session.posargs[0] if session.posargs else "250"
     report = BUILD / "fuzz-cases.txt"
     report.parent.mkdir(exist_ok=True)
     report.unlink(missing_ok=True)
     env = {"INFRALENS_FUZZ_EXAMPLES": examples, "INFRALENS_FUZZ_REPORT": str(report)}
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_contract.py", env=env)
+    files = ("tests/test_contract.py", "tests/test_relations.py")
+    session.run("pytest", "-q", "-p", "no:cacheprovider", *files, env=env)
     counts = [int(line.split()[1]) for line in report.read_text().splitlines()]
     session.log(f"{sum(counts)} cases over {len(counts)} callables ({examples} examples each)")
 
@@ -162,6 +207,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(name="docs-live")
 def docs_live(session: nox.Session) -> None:
     """Serve the HTML handbook on 127.0.0.1 and rebuild on every edit."""
+    _runtime(session)
     session.install("-e", ".[docs,live]")
     session.run(
         "sphinx-autobuild",

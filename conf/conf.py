@@ -45,6 +45,12 @@ extensions = [
     "infralens_pages",
     # Lab pages as code readings: the build's rules, source links, answers at chapter end.
     "infralens_labcode",
+    # Author-year citations a reader can tell apart (2026a, 2026b), one list style.
+    "infralens_cite",
+    # On paper: tables that fit the page, card headings numbered once.
+    "infralens_book",
+    # HTML only: Run on every example (Pyodide from the build), exercise checks, "Plan a job".
+    "infralens_runtime",
 ]
 exclude_patterns = ["_figures", "_generated", "**/.ipynb_checkpoints"]
 root_doc = "index"
@@ -128,7 +134,7 @@ doctest_global_setup = "from fractions import Fraction"
 
 # -- Citations -------------------------------------------------------------------
 bibtex_bibfiles = [str(SOURCE / "reference" / "references.bib")]
-bibtex_default_style = "plain"
+bibtex_default_style = "infralens"
 bibtex_reference_style = "author_year"
 
 # -- Figures: matplotlib's plot directive, drawn from the package -----------------
@@ -182,6 +188,8 @@ suppress_warnings = ["epub.unknown_project_files"]
 latex_engine = "pdflatex"
 latex_documents = [("index", "infralens.tex", "InfraLens handbook", author, "manual")]
 latex_show_urls = "footnote"
+# On paper a cross-reference also says where it goes: "... (page 42)".
+latex_show_pagerefs = True
 latex_elements = {
     "papersize": "a4paper",
     "pointsize": "10pt",
@@ -189,6 +197,8 @@ latex_elements = {
     "sphinxsetup": "verbatimwrapslines=true, verbatimforcewraps=true",
     # code at 8 pt: a package line (ruff's 100 columns) fits the box with its number
     "fvset": r"\fvset{fontsize=\footnotesize}",
+    # Chapter heads with digits ("Chapter 1"), not spelled-out words.
+    "fncychap": "",
     "preamble": r"""
 \DeclareUnicodeCharacter{03A8}{\ensuremath{\Psi}}
 \DeclareUnicodeCharacter{03C8}{\ensuremath{\psi}}
@@ -213,6 +223,15 @@ latex_elements = {
 \DeclareUnicodeCharacter{1D62}{\ensuremath{_{i}}}
 \DeclareUnicodeCharacter{1E21}{\ensuremath{\bar{g}}}
 \DeclareUnicodeCharacter{207B}{\ensuremath{^{-}}}
+% A book's furniture: "Contents", blank versos without heads, figures and
+% tables numbered by chapter, and unique link targets when parts restart the
+% chapter numbers.
+\addto\captionsenglish{\renewcommand{\contentsname}{Contents}}
+\usepackage{emptypage}
+\AtBeginDocument{\counterwithin{figure}{chapter}\counterwithin{table}{chapter}}
+\AtBeginDocument{\def\theHchapter{\arabic{part}.\thechapter}}
+% A break opportunity that prints nothing (long names in table cells).
+\DeclareUnicodeCharacter{200B}{\hspace{0pt}}
 % Long inline literals (test ids, dotted names) may break after _ { } ^ & > ~ \
 % as code blocks already do, instead of running into the margin.
 \let\infralensupquote\sphinxupquote

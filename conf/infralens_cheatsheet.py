@@ -11,8 +11,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from infralens.batch import global_batch_size
+from infralens.batch_ramp import batch_tradeoff
+from infralens.checkpoint_writes import write_seconds
 from infralens.collectives import bus_bandwidth_factor
 from infralens.compute import mfu, model_flops_per_token
+from infralens.compute_budget import chinchilla_budget, gpu_hours, training_flops
 from infralens.hardware import GPUS
 from infralens.memory import activation_bytes_per_layer
 from infralens.model import PRESETS
@@ -96,6 +99,42 @@ def _rows() -> list[tuple[str, str, str]]:
     )
     g = global_batch_size(micro_batch_size=2, grad_accum_steps=8, dp_size=64)
     rows.append(("Global batch", "$b \\times$ accumulation $\\times d$", f"{g} ($2, 8, 64$)"))
+    c = training_flops(70e9, 1.4e12)
+    rows.append(("Training compute", "$C = 6ND$", f"{c:.2e} FLOPs (70B on 1.4T tokens)"))
+    _, d = chinchilla_budget(10e9)
+    rows.append(
+        (
+            "Compute-optimal tokens (Chinchilla, Approach 1)",
+            "$N_{opt} \\propto C^{0.50}$, about 20 tokens per parameter",
+            f"{d / 1e9:.1f}B tokens for 10B parameters",
+        )
+    )
+    hours = gpu_hours(c, peak_flops=peak, mfu=0.40)
+    rows.append(
+        (
+            "GPU-hours",
+            "$C$ ÷ (dense peak × MFU) ÷ 3600",
+            f"{hours / 1e6:.2f} M (above, H100, MFU 0.40)",
+        )
+    )
+    steps, data = batch_tradeoff(batch=2, critical=1)
+    rows.append(
+        (
+            "Critical batch: steps and data",
+            "$S/S_{min} = 1 + B_{crit}/B$, $E/E_{min} = 1 + B/B_{crit}$",
+            f"{_frac(steps)} and {_frac(data)} at $B = 2B_{{crit}}$",
+        )
+    )
+    t = write_seconds(
+        [980 * 10**9 // 1024] * 1024, gpus_per_node=8, node_gb_per_s=50, storage_gb_per_s=200
+    )
+    rows.append(
+        (
+            "Checkpoint write time",
+            "max(node bytes ÷ node bandwidth, total ÷ storage bandwidth)",
+            f"{t:.1f} s (980 GB from 128 nodes, 200 GB/s storage)",
+        )
+    )
     return rows
 
 
@@ -108,6 +147,9 @@ RULES = [
     "- Cross-node bus bandwidth on a DGX is about NICs per node times one NIC's rate, "
     "not one NIC's.",
     "- A step is bound by its largest term; shrink that one first.",
+    "- A pending row remap does not take a GPU out; a remapping failure (Xid 64) does.",
+    "- A NaN's origin is in per-rank, per-layer statistics taken before the all-reduce.",
+    "- `Using network Socket` in NCCL's log means no RDMA: fix it before tuning.",
 ]
 
 

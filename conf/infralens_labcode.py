@@ -223,6 +223,30 @@ def _is_answer(node: Any) -> bool:
     )
 
 
+def _listing(names: list[str]) -> str:
+    """'A', 'A and B', 'A, B and C'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _context(node: Any, top: Any) -> tuple[str | None, str]:
+    """The heading an answer sits under (not the page's own) and its list item's number."""
+    from docutils import nodes
+
+    heading: str | None = None
+    item = ""
+    parent = node.parent
+    while parent is not None and parent is not top:
+        if not item and isinstance(parent, nodes.list_item):
+            listing = parent.parent
+            if isinstance(listing, nodes.enumerated_list):
+                item = str(listing.get("start", 1) + listing.index(parent))
+        if heading is None and isinstance(parent, nodes.section):
+            title = parent.next_node(nodes.title)
+            heading = title.astext() if title is not None else None
+        parent = parent.parent
+    return heading, item
+
+
 def _move_answers(root: Any, docname: str) -> None:
     """Move the answer dropdowns under *root* to an "Answers" section at its end.
 
@@ -244,28 +268,54 @@ def _move_answers(root: Any, docname: str) -> None:
     answers = [n for n in root.findall(_is_answer) if own(n)]
     if not answers:
         return
+    top = next((n for n in root.findall(nodes.section) if own(n)), None)
     ident = f"answers-{docname.replace('/', '-')}"
     section = nodes.section(ids=[ident], names=[ident])
     section += nodes.title("Answers", "Answers")
+    heading = None
+    previous: Any = None
     for number, node in enumerate(answers, start=1):
         titles = [c for c in node.children if isinstance(c, nodes.rubric)]
         label = titles[0].astext().strip() if titles else f"Answer {number}"
+        where, item = _context(node, top)
+        if where is not None and where != heading:
+            # The question's own heading (a card, "Problems", "Exercises") over its answers.
+            heading = where
+            section += nodes.rubric(where, where, classes=["infralens-answers-for"])
+        shown = f"{item}. {label}" if item else label
         anchor = f"{ident}-{number}"
-        pointer = nodes.paragraph()
-        pointer += nodes.emphasis(label, label)
-        pointer += nodes.Text(": see ")
-        ref = nodes.reference("", "", internal=True, refid=anchor)
-        ref += nodes.Text("Answers")
-        pointer += ref
-        pointer += nodes.Text(" at the end of this chapter.")
-        node.replace_self(pointer)
+        parent = node.parent
+        follows = (
+            previous is not None
+            and previous.parent is parent
+            and parent.index(node) == parent.index(previous) + 1
+        )
+        if follows:
+            # A run of answers under one question gets one pointer: "Points to hit,
+            # Answer and Follow-up answer: see Answers ...".
+            names = previous["infralens_labels"] + [label]
+            previous["infralens_labels"] = names
+            previous.children[0].replace_self(nodes.emphasis("", _listing(names)))
+            parent.remove(node)
+        else:
+            pointer = nodes.paragraph(classes=["infralens-answer-pointer"])
+            pointer["infralens_labels"] = [label]
+            pointer += nodes.emphasis(label, label)
+            pointer += nodes.Text(": see ")
+            ref = nodes.reference("", "", internal=True, refid=anchor)
+            ref += nodes.Text("Answers")
+            pointer += ref
+            # On paper, latex_show_pagerefs adds the page after the link.
+            pointer += nodes.Text(" at the end of this chapter")
+            pointer += nodes.Text(".")
+            node.replace_self(pointer)
+            previous = pointer
         # A target, not the rubric's own id: LaTeX labels targets, not rubrics.
         section += nodes.target("", "", ids=[anchor])
-        section += nodes.rubric(label, label)
+        section += nodes.rubric(shown, shown)
         for child in node.children:
             if child not in titles:
                 section += child.deepcopy()
-    top = next((n for n in root.findall(nodes.section) if own(n)), None)
     (top if top is not None else root).append(section)
 
 

@@ -27,6 +27,8 @@ def test_the_sheet_quotes_the_package() -> None:
         seq_len=4096, micro_batch_size=1, hidden=8192, tp=8, sequence_parallel=True
     )
     assert f"{sent / 1e6:.1f} MB" in sheet
+    assert "205.1B tokens for 10B parameters" in sheet  # Hoffmann et al., Table 3
+    assert "| 3/2 and 3 at $B = 2B_{crit}$ |" in sheet
 
 
 def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
@@ -39,6 +41,11 @@ def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
         "Activations per layer",
         "MFU",
         "Global batch",
+        "Training compute",
+        "Compute-optimal tokens",
+        "GPU-hours",
+        "Critical batch",
+        "Checkpoint write time",
     ):
         assert f"| {quantity}" in sheet, quantity
     assert "**Rules of thumb.**" in sheet

@@ -14,13 +14,25 @@ from infralens.incidents import ACTIONS, XID, node_response, ring_order, ring_su
 
 
 def test_table_is_consistent() -> None:
-    assert set(XID) == {48, 74, 79, 94, 95}
+    assert set(XID) == {13, 31, 43, 48, 63, 64, 74, 79, 94, 95, 119, 120, 140, 155}
     for code, event in XID.items():
         assert event.code == code and event.action in ACTIONS
         assert event.scope in ("process", "gpu", "node")
     # a contained error restarts only the process; an uncontained one needs a GPU reset
     assert XID[94].action == "restart_process" and XID[95].action == "reset_gpu"
     assert XID[79].action == "drain_node"
+    # NVIDIA's immediate buckets (Xid catalog): a remap event needs nothing, a
+    # remap failure a reset (and a support case); GSP timeouts and errors a reset
+    assert (XID[63].nvidia, XID[63].action) == ("IGNORE", "none")
+    assert XID[64].nvidia == "RESET_GPU" and XID[64].action == "drain_node"
+    assert {XID[c].nvidia for c in (13, 31, 94)} == {"RESTART_APP"}
+    assert {XID[c].nvidia for c in (95, 119, 120, 140, 155)} == {"RESET_GPU"}
+    assert XID[79].nvidia == "RESTART_BM"
+    # the job never does less than NVIDIA's bucket asks for
+    floor = {"IGNORE": "none", "RESTART_APP": "restart_process", "RESET_GPU": "reset_gpu"}
+    for event in XID.values():
+        if event.nvidia in floor:
+            assert ACTIONS.index(event.action) >= ACTIONS.index(floor[event.nvidia])
 
 
 @given(st.lists(st.sampled_from(sorted(XID)), max_size=6))
@@ -41,6 +53,12 @@ def test_spike_rewind_restarts_on_a_checkpoint_before_the_spike(
     assert restart % every == 0 and restart <= max(0, step - back)
     assert max(0, step - back) - restart < every  # the latest such checkpoint
     assert skipped.start == restart and skipped.stop == step + skip
+
+
+def test_palm_counts_the_replayed_batches_among_the_skipped() -> None:
+    """PaLM skipped 200-500 batches in all, those between restart and spike included."""
+    restart, skipped = spike_rewind(48_730, checkpoint_every=100, lookback=100, skip=200)
+    assert restart == 48_600 and 200 <= len(skipped) <= 500
 
 
 @given(st.integers(1, 64), st.integers(0, 200))
@@ -74,8 +92,8 @@ def test_world_size_changes_the_bits() -> None:
 
 
 def test_bad_input() -> None:
-    with pytest.raises(ValueError, match="known Xid codes"):
-        node_response([94, 31])
+    with pytest.raises(ValueError, match="Xid codes in XID"):
+        node_response([94, 12])
     with pytest.raises(ValueError, match="spike_step must be >= 0"):
         spike_rewind(-1, checkpoint_every=10)
     with pytest.raises(ValueError, match="per_rank must hold one value"):

@@ -151,3 +151,35 @@ def test_bad_input_names_the_argument_and_the_rule(call: object, message: str) -
 def test_every_algorithm_is_reachable_somewhere() -> None:
     seen = {a for op in OPS for c in (H100_1, H100_2) for a in candidates(op, c)}
     assert seen == set(ALGORITHMS)
+
+
+NVL72 = Cluster.from_node_shape("18_nodes_x_4_gpus", "gb200-nvl72")
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("cluster", [H100_1, NVL72])
+def test_nvls_gather_and_scatter_never_cost_more_than_an_all_reduce_of_the_buffer(
+    op: str, cluster: Cluster
+) -> None:
+    # An NVLS all-gather multicasts each shard once, a reduce-scatter reduces once: each
+    # GPU's NVLink carries (n-1)/n of the buffer, where an all-reduce carries it both ways.
+    size = 2**28
+    for n in range(2, cluster.world_size + 1):
+        ranks = range(n)
+        forced = predict(op, size, cluster, ranks, algorithm="nvls").seconds
+        assert forced <= predict("all_reduce", size, cluster, ranks, algorithm="nvls").seconds
+        assert predict(op, size, cluster, ranks).seconds <= (
+            predict("all_reduce", size, cluster, ranks).seconds
+        )
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
+def test_a_fixed_nvls_gather_never_speeds_up_as_ranks_are_added(op: str) -> None:
+    size = 2**28
+    times = [predict(op, size, NVL72, range(n), algorithm="nvls").seconds
+             for n in range(2, 73)]  # fmt: skip
+    assert times == sorted(times)
+    # busbw, the share of each GPU's NVLink used, is the NVLS figure whatever n
+    busbw = {round(predict(op, 2**34, NVL72, range(n), algorithm="nvls").bus_bandwidth)
+             for n in (4, 16, 72)}  # fmt: skip
+    assert max(busbw) - min(busbw) <= 0.02 * max(busbw)

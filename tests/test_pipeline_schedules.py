@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infralens.pipeline import bubble_fraction, idle_fraction, zb_h1_bubble_fraction
+from infralens.pipeline_memory import in_flight
 from infralens.pipeline_orders import SCHEDULES, schedule_order, torch_round_size
 from infralens.pipeline_schedules import measured_bubble, measured_idle, simulate
 
@@ -91,10 +92,27 @@ def test_activations_in_flight(p: int, m: int) -> None:
 def test_interleaved_peak_is_megatrons_warmup_plus_one(p: int, rounds: int, v: int) -> None:
     m = p * rounds
     peaks = simulate("interleaved", stages=p, microbatches=m, chunks=v).peak_in_flight
-    # Megatron's warm-up: 2 (p - 1 - s) + (v - 1) p forwards, plus the one in flight
-    # (Megatron runs every forward first when m = p)
-    warmup = [m * v if m == p else 2 * (p - 1 - s) + (v - 1) * p for s in range(p)]
+    # Megatron-Core's warm-up (d98e8a6): 2 (p - 1 - s) + (v - 1) p forwards, capped at
+    # m·v, plus the one in flight; m = p is no exception
+    warmup = [2 * (p - 1 - s) + (v - 1) * p for s in range(p)]
     assert peaks == tuple(min(m * v, w + 1) for w in warmup)
+
+
+@given(st.integers(2, 8), st.integers(1, 3), st.integers(1, 4))
+def test_the_simulator_and_the_memory_count_hold_the_same_chunks_in_flight(
+    p: int, rounds: int, v: int
+) -> None:
+    m = p * rounds
+    schedule = "interleaved" if v > 1 else "1f1b"
+    peaks = simulate(schedule, stages=p, microbatches=m, chunks=v).peak_in_flight
+    assert peaks == tuple(in_flight(s, p, chunks=v, microbatches=m) for s in range(p))
+
+
+def test_interleaved_with_as_many_microbatches_as_stages_keeps_its_warmup() -> None:
+    # p 4, m 4, v 2: the later stages start their backwards before every forward has run
+    shape = {"stages": 4, "microbatches": 4, "chunks": 2}
+    assert simulate("interleaved", **shape).peak_in_flight == (8, 8, 7, 5)
+    assert tuple(in_flight(s, 4, chunks=2, microbatches=4) for s in range(4)) == (8, 8, 7, 5)
 
 
 @given(sizes, st.integers(0, 8), st.integers(1, 3), st.integers(0, 3), st.integers(0, 3))

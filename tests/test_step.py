@@ -25,6 +25,7 @@ from infralens.megatron_formulas import megatron_flops_per_iteration
 from infralens.model import PRESETS, TransformerConfig
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
+from infralens.planner._step_terms import column_gemms
 from infralens.planner.fit import _gpu_memory
 from infralens.planner.job import Job
 from infralens.planner.step import estimate, group_of
@@ -123,12 +124,16 @@ def test_breakdown_adds_up_and_tp_is_priced_by_nccl() -> None:
     assert e.seconds == pytest.approx(e.breakdown.total)
     g = group_of(ParallelPlan(tp=8, pp=4, dp=2), "tp")
     act = 4096 * 8192 * 2
-    one = (
-        predict("all_gather", act, _c(8), g).seconds
-        + predict("reduce_scatter", act, _c(8), g).seconds
-    )
-    # 2 (AG+RS) pairs forward and 2 backward, 20 layers per stage, 256 micro-batches
-    assert e.breakdown.tp == pytest.approx(4 * one * 20 * 256)
+    ag = predict("all_gather", act, _c(8), g).seconds
+    rs = predict("reduce_scatter", act, _c(8), g).seconds
+    # forward: 2 (AG+RS) pairs that block; backward: the row-parallel linears' 2 gradient
+    # gathers block, and the column-parallel ones' re-gathers and reduce-scatters run
+    # under their dgrad and wgrad GEMMs, exposed only where longer than the GEMM
+    gemms = column_gemms(PRESETS["llama2-70b"], "h100-sxm5-80gb", tokens=4096, tp=8,
+                         fp8=False)  # fmt: skip
+    late = sum(max(0.0, x - g) for x in (ag, rs) for g in gemms)
+    assert late < ag + rs  # the MLP's GEMMs hide both; QKV's only part
+    assert e.breakdown.tp == pytest.approx((2 * (ag + rs) + 2 * ag + late) * 20 * 256)
     assert e.bottleneck == "compute"
     assert 0 < e.mfu < 1
 
@@ -243,7 +248,8 @@ def test_gradients_reduced_after_backward_are_exposed_whole_in_their_dtype() -> 
         ar = predict("all_reduce", local * nbytes, _c(8, "dgx-a100"), group_of(plan, "dp"))
         whole[fp32] = ar.seconds
         assert e.breakdown.dp == pytest.approx(ar.seconds, rel=1e-6)
-        assert e.breakdown.compute == overlapped.breakdown.compute
+        # the overlapped reduction slows the backward it runs beside
+        assert e.breakdown.compute < overlapped.breakdown.compute
     assert whole[False] < whole[True]
     assert overlapped.breakdown.dp < whole[True]  # the overlap hides part of the fp32 one
 

@@ -1,5 +1,6 @@
 """Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]``,
-``python -m infralens memory [--model NAME] --plan PATH.yaml [--recipe NAME] [--gpu NAME]`` and
+``python -m infralens memory [--model NAME] --plan PATH.yaml [--recipe NAME] [--gpu NAME]``
+and
 ``python -m infralens rank --model NAME --cluster SYSTEM --gpus N --seq-len S --global-batch B``.
 
 Bad input (a missing file, malformed YAML, degrees that do not fill the
@@ -44,8 +45,9 @@ def memory_report(
 
     The :class:`~infralens.planner.job.Job` is the file's (:func:`job_of`); the count is
     :func:`infralens.planner.fit.gpu_memory`, the one ``plan`` and ``rank`` use, so the
-    three agree. It is judged against *hbm_gb*, else preset *gpu*, else the job's GPU
-    (the file's cluster, or its ``training.gpu``).
+    three agree. It is judged against the HBM of *gpu* when named, else of the job's
+    GPU (the file's ``training.gpu``, else its cluster's), the one ``plan`` and
+    ``rank`` judge it against; *hbm_gb* replaces that capacity with a number of GB.
 
     >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16", "h100-sxm5-80gb")
     Traceback (most recent call last):
@@ -234,10 +236,10 @@ def _main(argv: Sequence[str] | None) -> int:
     mem_cmd.add_argument("--recipe", default=None,
                          help=f"a recipe (default: the file's, else {DEFAULT_RECIPE})")  # fmt: skip
     mem_cmd.add_argument("--gpu", default=None,
-                         help="an HBM preset (default: the file's GPU)")  # fmt: skip
-    mem_cmd.add_argument(
-        "--hbm-gb", type=float, default=None, help="HBM in GB, instead of --gpu"
-    )
+                         help="a GPU preset whose HBM to judge against (default: the "
+                         "file's training.gpu, else its cluster's GPU)")  # fmt: skip
+    mem_cmd.add_argument("--hbm-gb", type=float, default=None,
+                         help="HBM in GB, instead of the GPU's")  # fmt: skip
     rank_cmd = commands.add_parser(
         "rank",
         help="the ten fastest feasible plans for a model on a cluster",

@@ -38,8 +38,8 @@ COLLECT_FIRST: Sequence[tuple[str, str]] = (
     ),
     (
         "GPU error logs from every node",
-        "Xid lines in the kernel log, ECC error counts and pending or failed row remaps "
-        "(nvidia-smi, NVML)",
+        "Xid lines in the kernel log, ECC error counts and row-remapping failures "
+        "and pending remaps (nvidia-smi, NVML)",
     ),
     (
         "per-rank step times",

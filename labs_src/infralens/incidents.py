@@ -7,7 +7,8 @@ the job can act on:
   process, one GPU, the node) and what to do (restart the process, reset the
   GPU, drain the node) — :data:`XID` and :func:`node_response`;
 - a **loss spike**: PaLM's recipe, rewind to a checkpoint about 100 steps before
-  the spike and skip the 200 to 500 batches around it — :func:`spike_rewind`;
+  the spike and skip 200 to 500 batches in all, the replayed ones included —
+  :func:`spike_rewind`;
 - **non-determinism**: floating-point addition is not associative, so a ring
   that starts each chunk's sum at a different rank gives different bits for
   different world sizes or chunkings — :func:`ring_order` and :func:`ring_sum`.
@@ -38,55 +39,109 @@ __all__ = [
     "spike_rewind",
 ]
 
-ACTIONS = ("restart_process", "reset_gpu", "drain_node")
-"""What the job does, mildest first: restart the failed process(es) from the last
-checkpoint on the same GPUs; reset the GPU before it runs again; take the node out."""
+ACTIONS = ("none", "restart_process", "reset_gpu", "drain_node")
+"""What the job does, mildest first: nothing (log and count it); restart the
+failed process(es) from the last checkpoint on the same GPUs; reset the GPU
+before it runs again; take the node out (reboot, test, repair)."""
 
 
 @dataclass(frozen=True)
 class XidEvent:
     """One Xid code: its meaning, how far it reaches (``process``, ``gpu``, ``node``),
-    and the action a training job takes (one of :data:`ACTIONS`)."""
+    NVIDIA's immediate resolution bucket for it (``nvidia``, as the Xid catalog
+    spells it) and the action a training job takes (one of :data:`ACTIONS`)."""
 
     code: int
     meaning: str
     scope: str
+    nvidia: str
     action: str
 
 
 XID: dict[int, XidEvent] = {
     e.code: e
     for e in (
-        # NVIDIA, GPU Memory Error Management (A100 and later) and the Xid catalog.
+        # NVIDIA's Xid catalog (Ampere and later), immediate-action column, and
+        # GPU Memory Error Management for the ECC and row-remapping codes.
+        XidEvent(
+            13,
+            "graphics engine exception (often an illegal access in a kernel)",
+            "process",
+            "RESTART_APP",
+            "restart_process",
+        ),
+        XidEvent(
+            31,
+            "GPU memory page fault (MMU fault)",
+            "process",
+            "RESTART_APP",
+            "restart_process",
+        ),
+        XidEvent(
+            43,
+            "GPU stopped processing: the faulting channel was reset",
+            "process",
+            "IGNORE",
+            "none",
+        ),
         XidEvent(
             48,
             "double-bit (uncorrectable) ECC error in GPU memory",
             "gpu",
+            "WORKFLOW_XID_48",
             "reset_gpu",
         ),
         XidEvent(
-            94,
-            "contained ECC error: only the process using the memory is hit",
-            "process",
-            "restart_process",
-        ),
-        XidEvent(
-            95,
-            "uncontained ECC error: every process on the GPU is hit",
+            63,
+            "row-remapping event: a row is marked for remapping at the next reset",
             "gpu",
-            "reset_gpu",
+            "IGNORE",
+            "none",
         ),
+        XidEvent(64, "row-remapping failure", "gpu", "RESET_GPU", "drain_node"),
         XidEvent(
             74,
             "NVLink error between the GPU and a peer or NVSwitch",
             "gpu",
+            "WORKFLOW_NVLINK_ERR",
             "reset_gpu",
         ),
         XidEvent(
             79,
             "GPU has fallen off the bus: the host cannot reach it",
             "node",
+            "RESTART_BM",
             "drain_node",
+        ),
+        XidEvent(
+            94,
+            "contained ECC error: only the process using the memory is hit",
+            "process",
+            "RESTART_APP",
+            "restart_process",
+        ),
+        XidEvent(
+            95,
+            "uncontained ECC error: every process on the GPU is hit",
+            "gpu",
+            "RESET_GPU",
+            "reset_gpu",
+        ),
+        XidEvent(
+            119,
+            "GSP RPC timeout: the GPU System Processor stopped answering",
+            "gpu",
+            "RESET_GPU",
+            "reset_gpu",
+        ),
+        XidEvent(120, "GSP error", "gpu", "RESET_GPU", "reset_gpu"),
+        XidEvent(140, "unrecovered ECC error", "gpu", "RESET_GPU", "reset_gpu"),
+        XidEvent(
+            155,
+            "NVLink software-defined error (Blackwell)",
+            "gpu",
+            "RESET_GPU",
+            "reset_gpu",
         ),
     )
 }
@@ -97,8 +152,9 @@ XID: dict[int, XidEvent] = {
 def node_response(codes: Sequence[int]) -> str:
     """The action for a node that logged *codes*: the strongest any of them asks for.
 
-    restart_process < reset_gpu < drain_node; a code outside :data:`XID` is not
-    guessed at and raises. An empty list needs no action and returns ``"none"``.
+    none < restart_process < reset_gpu < drain_node; a code outside :data:`XID`
+    is not guessed at and raises. An empty list needs no action and returns
+    ``"none"``.
 
     >>> node_response([94])
     'restart_process'
@@ -106,22 +162,23 @@ def node_response(codes: Sequence[int]) -> str:
     'reset_gpu'
     >>> node_response([])
     'none'
-    >>> node_response([13])
+    >>> node_response([63, 43])
+    'none'
+    >>> node_response([12])
     Traceback (most recent call last):
     ...
-    ValueError: codes[0] must be one of the known Xid codes 48, 74, 79, 94, 95; got 13
+    ValueError: codes[0] must be one of the 14 Xid codes in XID; got 12
 
     Raises ``ValueError`` for a code not in :data:`XID`.
     """
     worst = -1
     for i, code in enumerate(codes):
         if code not in XID:
-            known = ", ".join(map(str, sorted(XID)))
             raise ValueError(
-                f"codes[{i}] must be one of the known Xid codes {known}; got {code}"
+                f"codes[{i}] must be one of the {len(XID)} Xid codes in XID; got {code}"
             )
         worst = max(worst, ACTIONS.index(XID[code].action))
-    return "none" if worst < 0 else ACTIONS[worst]
+    return ACTIONS[max(worst, 0)]
 
 
 @typed
@@ -134,11 +191,14 @@ def spike_rewind(
     skipped = range(restart, restart + (spike_step - restart) + skip)
 
     Chowdhery et al. (PaLM, §5.1) restarted about 100 steps before a spike and
-    skipped about 200 to 500 batches seen before and during it; the steps from
-    the restart to the spike are computed again with other data.
+    skipped about 200 to 500 batches, "which cover the batches that were seen
+    before and during the spike": the count is ``len(skipped)``, the batches
+    between the restart and the spike included. The steps from the restart to
+    the spike are computed again with other data.
 
-    >>> spike_rewind(12_345, checkpoint_every=1000)
-    (12000, range(12000, 12545))
+    >>> restart, skipped = spike_rewind(12_345, checkpoint_every=200)
+    >>> restart, skipped, len(skipped)
+    (12200, range(12200, 12545), 345)
     >>> spike_rewind(50, checkpoint_every=1000)                  # before the first checkpoint
     (0, range(0, 250))
     >>> spike_rewind(1000, checkpoint_every=0)

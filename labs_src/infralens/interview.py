@@ -181,9 +181,10 @@ def seventy_b_on_64_gpus() -> Scenario:
         "I split each layer's matrices over 8 GPUs with tensor parallelism, split depth into "
         "4 pipeline stages, and shard optimizer state over the 2 data-parallel replicas with "
         f"ZeRO-1, which leaves about {_gb(sheet.memory_bytes)} per GPU",
-        "With sequence parallelism, four all-gathers and four reduce-scatters per layer per "
-        "micro-batch stay inside a node on NVLink; pipeline send/recv and the data-parallel "
-        "reduce-scatter cross nodes on the network, once per micro-batch and once per step",
+        "With sequence parallelism, six all-gathers and four reduce-scatters per layer per "
+        "micro-batch stay inside a node on NVLink, four of them hidden under backward's "
+        "GEMMs; pipeline send/recv and the data-parallel reduce-scatter cross nodes on the "
+        "network, once per micro-batch and once per step",
         f"Compute sets the step: {share['compute']:.0%} of its {step.seconds:.0f} s. Exposed "
         f"TP traffic is the next term, {share['tp']:.0%}, the bubble only "
         f"{share['pp_bubble']:.1%}, so halving TP to 4 with 8 stages is the first thing to "

@@ -162,7 +162,7 @@ LABS: tuple[Lab, ...] = (
         14,
         "Diagnosis",
         "Operations",
-        ("diagnosis", "failure_checklist"),
+        ("diagnosis", "failure_checklist", "spike_localiser"),
         "diagnosis",
     ),
     _lab(15, "Inside NCCL", "Cluster", ("nccl",), "nccl"),

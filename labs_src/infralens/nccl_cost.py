@@ -182,9 +182,11 @@ def _algbw(op: str, algorithm: str, proto: int, g: _Shape, arch: str) -> float:
         # Every GPU's NVLink carries about its whole buffer each way, so NVLS's
         # algbw is a share of one GPU's NVLink (not the tuner's 2n/(2(n-1))).
         nvls = g.nvlink * NVLS_EFFICIENCY[arch]
-        # all-gather only multicasts, reduce-scatter only reduces: (ppn-1)/ppn
+        # all-gather only multicasts, reduce-scatter only reduces: a GPU's NVLink
+        # carries (n-1)/n of the buffer, so that share is the bus bandwidth and
+        # algbw is n/(n-1) of it (tuning.cc's (ppn-1)/ppn skips this conversion)
         if op != "all_reduce":
-            return nvls * (g.per_domain - 1) / g.per_domain
+            return nvls * g.n / (g.n - 1)
         if algorithm == "nvls_tree":
             return min(nvls, net_tree * g.n / (2 * (g.n - 1)))
         return nvls

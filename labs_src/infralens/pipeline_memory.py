@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from infralens._typecheck import typed
 from infralens._validate import divisible, flag, nonnegative_int, positive_int
+from infralens.pipeline_orders import warmup_forwards
 from infralens.stage_balance import megatron_split
 
 __all__ = ["chunk_layers", "in_flight", "layers_in_flight", "stage_layers"]
@@ -141,7 +142,9 @@ def in_flight(
 
     Megatron-Core's ``get_pp_rank_microbatches`` (megatron/core/pipeline_parallel/
     schedules.py:955-978 at d98e8a6) runs w warm-up forwards, then one forward before
-    each backward, so w + 1 are live, at most all m·v:
+    each backward, so w + 1 are live, at most all m·v (w is
+    :func:`infralens.pipeline_orders.warmup_forwards`, the rule the simulator's orders
+    follow too):
 
     - 1F1B: w = p − rank − 1, so p on the first stage (Narayanan et al. 2021);
     - interleaved (v chunks): w = 2·(p − rank − 1) + (v − 1)·p (a micro-batch group of p).
@@ -161,8 +164,7 @@ def in_flight(
         raise ValueError(f"rank must be < pp: {rank} >= {p}")
     if p == 1:
         return 1
-    warm = p - rank - 1 if v == 1 else 2 * (p - rank - 1) + (v - 1) * p
-    live = warm + 1
+    live = warmup_forwards(rank, p, chunks=None if v == 1 else v) + 1
     if microbatches is not None:
         live = min(live, positive_int("microbatches", microbatches) * v)
     return live

@@ -20,9 +20,21 @@ Megatron-LM's (rounds of p) or PyTorch 2.13's (:func:`torch_round_size`).
 
 from __future__ import annotations
 
-from infralens._validate import check_choice, describe, divisible, positive_int
+from infralens._validate import (
+    check_choice,
+    describe,
+    divisible,
+    nonnegative_int,
+    positive_int,
+)
 
-__all__ = ["MAX_SLOTS", "SCHEDULES", "schedule_order", "torch_round_size"]
+__all__ = [
+    "MAX_SLOTS",
+    "SCHEDULES",
+    "schedule_order",
+    "torch_round_size",
+    "warmup_forwards",
+]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 RULES = ("megatron", "torch")
@@ -34,6 +46,35 @@ Stages are at most 256 (the simulator's passes grow as their square). The
 closed forms of :mod:`infralens.pipeline` have no such limits."""
 
 Op = tuple[str, int, int]  # (kind "F", "B" or "W", microbatch, chunk)
+
+
+def warmup_forwards(
+    stage: int, stages: int, *, chunks: int | None = None, group: int | None = None
+) -> int:
+    """Forwards stage *stage* runs before its first backward, as Megatron-Core counts them.
+
+    1F1B (*chunks* None): w = p − 1 − s. Interleaved with v *chunks* in rounds of g
+    (*group*, default p): w = 2·(p − 1 − s) + (v − 1)·g. This is
+    ``get_pp_rank_microbatches`` (megatron/core/pipeline_parallel/schedules.py:955-968
+    at d98e8a6), which then caps w at the m·v chunk actions a stage runs; it has no
+    other case (m = p included). The schedule orders and the memory count
+    (:func:`infralens.pipeline_memory.in_flight`) both take w from here.
+
+    >>> warmup_forwards(0, 4), [warmup_forwards(s, 4, chunks=2) for s in range(4)]
+    (3, [10, 8, 6, 4])
+    >>> warmup_forwards(4, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: stage must be < stages: 4 >= 4
+    """
+    p = positive_int("stages", stages)
+    if nonnegative_int("stage", stage) >= p:
+        raise ValueError(f"stage must be < stages: {stage} >= {p}")
+    if chunks is None:
+        return p - 1 - stage
+    v = positive_int("chunks", chunks)
+    g = p if group is None else positive_int("group", group)
+    return 2 * (p - 1 - stage) + (v - 1) * g
 
 
 def torch_round_size(*, stages: int, microbatches: int) -> int:
@@ -81,18 +122,18 @@ def schedule_order(
       W (weight gradient); stage s runs its first s Bs without their W and runs the
       deferred Ws last (PyTorch 2.13's ZB1P order with one stage per rank).
 
-    ``rules="megatron"``: g = p, p must divide m, and the interleaved warm-up is every
-    forward when m = p. ``rules="torch"`` (PyTorch 2.13): g = ``torch_round_size`` (also
+    w is :func:`warmup_forwards`, Megatron-Core's count. ``rules="megatron"``: g = p and p
+    must divide m. ``rules="torch"`` (PyTorch 2.13): g = ``torch_round_size`` (also
     checked for zb-h1), and 1f1b needs m >= p.
 
     >>> def show(rows):
     ...     return [" ".join(f"{k}{i}.{c}" for k, i, c in row) for row in rows]
     >>> show(schedule_order("1f1b", stages=2, microbatches=3))
     ['F0.0 F1.0 B0.0 F2.0 B1.0 B2.0', 'F0.0 B0.0 F1.0 B1.0 F2.0 B2.0']
-    >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2, rules="torch"))[1]
-    'F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0'
+    >>> show(schedule_order("interleaved", stages=2, microbatches=3, chunks=2, rules="torch"))[1]
+    'F0.0 F1.0 F2.0 F0.1 B0.1 F1.1 B1.1 F2.1 B2.1 B0.0 B1.0 B2.0'
     >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2))[1]  # m = p
-    'F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0'
+    'F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0'
     >>> schedule_order("interleaved", stages=4, microbatches=6, chunks=2)
     Traceback (most recent call last):
     ...
@@ -152,11 +193,8 @@ def schedule_order(
     total, out = m * v, []
     for s in range(p):
         # w = p - 1 - s for 1F1B; 2(p - 1 - s) + (v - 1)·g for the interleaved schedule
-        warmup = min(
-            (2 if name == "interleaved" else 1) * (p - 1 - s) + (v - 1) * g, total
-        )
-        if name == "interleaved" and mode == "megatron" and m == p:
-            warmup = total  # Megatron runs all forwards first when m = p
+        interleaved = v if name == "interleaved" else None
+        warmup = min(warmup_forwards(s, p, chunks=interleaved, group=g), total)
         # [end:warmup]
         # [start:one-forward-one-backward]
         fwd = _chunk_ops("F", range(total), g, v)

@@ -6,72 +6,24 @@ this folder out. Uses Debian's chromium and chromedriver; nothing is downloaded.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install .[browser]")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("INFRALENS_SITE", ROOT / "build" / "html"))
-CHROMIUM = os.environ.get("INFRALENS_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("INFRALENS_CHROMEDRIVER", "/usr/bin/chromedriver")
 PAGES = sorted(
     p.relative_to(SITE).as_posix()
     for p in SITE.rglob("*.html")
     if not p.relative_to(SITE).as_posix().startswith(("_", "."))
 )
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture(scope="session")
-def base_url() -> Iterator[str]:
-    if not (SITE / "index.html").exists():
-        pytest.fail(f"no built site at {SITE}; run `nox -s browser`, which builds it first")
-    handler = functools.partial(QuietHandler, directory=str(SITE))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-
-
-@pytest.fixture(scope="session")
-def driver() -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,1024",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    # An explicit driver path: Selenium Manager is never asked to download one.
-    browser = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    browser.set_page_load_timeout(30)
-    yield browser
-    browser.quit()
 
 
 def visit(driver: webdriver.Chrome, url: str) -> tuple[list[dict[str, object]], list[str]]:

@@ -32,9 +32,6 @@ from infralens.topology import Cluster
 BF16 = 2
 """Bytes of a bf16 (or fp16) activation, parameter or gradient element."""
 
-DP_BUCKET_PARAMS = 40_000_000
-"""Megatron-Core's default DDP bucket: max(40M, 1M·dp) parameters (``bucket_size``)."""
-
 ADAM_BYTES_PER_PARAM = 30
 """Adam step traffic per local parameter: read fp32 param, m, v, grad (16), write
 param, m, v (12), write the bf16 copy (2)."""
@@ -132,6 +129,16 @@ def stage_compute(
     return tuple(stages), attention
 
 
+def layer_compute(
+    m: TransformerConfig, gpu_key: str, **price: Any
+) -> tuple[float, float]:
+    """(compute, attention) of one layer and micro-batch on one GPU: what
+    :func:`stage_compute` adds for each layer of a stage."""
+    one = microbatch_compute(replace(m, layers=1), gpu_key, pp=1, **price)
+    two = microbatch_compute(replace(m, layers=2), gpu_key, pp=1, **price)
+    return two[0] - one[0], one[1]
+
+
 @dataclass(frozen=True)
 class Pace:
     """The pipeline stage that sets a step's pace and its terms, in seconds.
@@ -186,47 +193,82 @@ def busiest_stage(
     return max(paces, key=lambda x: (m * x.work + x.bubble + x.p2p, x.stage))
 
 
+@dataclass(frozen=True)
+class TPComm:
+    """One layer's TP collectives in one micro-batch, in seconds: *forward*, blocking, per
+    forward pass; *backward*, blocking; *under_gemm*, backward's (collective, GEMM it is
+    launched under) pairs."""
+
+    forward: float = 0.0
+    backward: float = 0.0
+    under_gemm: tuple[tuple[float, float], ...] = ()
+
+
+def column_gemms(
+    m: TransformerConfig, gpu_key: str, *, tokens: int, tp: int, fp8: bool
+) -> tuple[float, float]:
+    """Seconds of one backward GEMM (dgrad or wgrad: each has the forward's FLOPs) of the
+    two column-parallel linears of a layer, QKV and the MLP's first, on *tokens* tokens.
+
+    QKV: 2·tokens·h·(a + 2·kv)·d / tp;  MLP in: 2·tokens·h·f·(2 if gated) / tp  FLOPs
+    """
+    h, d = m.hidden, m.head_dim
+    rate = matmul_ceiling(gpu_key, "fp8" if fp8 else "bf16")
+    qkv = 2 * tokens * h * (m.heads + 2 * m.kv_heads) * d / tp
+    mlp = 2 * tokens * h * m.ffn_hidden * (2 if m.gated_mlp else 1) / tp
+    return qkv / rate, mlp / rate
+
+
 def tensor_parallel(
     act: int,
     cluster: Cluster,
     group: list[int],
     *,
     sequence_parallel: bool,
-    passes: int,
     fp8_gathers: bool = False,
-) -> float:
-    """Per layer and micro-batch: two all-gathers and two reduce-scatters of the *act*-byte
-    activation per pass with sequence parallelism, two all-reduces per pass without.
+    gemms: tuple[float, float] | None = None,
+) -> TPComm:
+    """Per layer and micro-batch: with sequence parallelism two all-gathers and two
+    reduce-scatters of the *act*-byte activation each pass, two all-reduces without.
 
-    With *fp8_gathers* the forward passes' all-gathers move FP8 (Transformer Engine
-    quantises the norm output before gathering it: ``module/layernorm_linear.py:283-312``
-    at d0067d0); the backward pass (the last of *passes* counted here) stays BF16.
+    Forward they block. Backward as Megatron-Core and Transformer Engine run it (*gemms*,
+    from :func:`column_gemms`): each row-parallel linear all-gathers its output gradient
+    and waits; each column-parallel one re-gathers its saved input under its dgrad GEMM
+    and reduce-scatters the input gradient under its wgrad GEMM (Megatron-LM d98e8a6
+    ``tensor_parallel/layers.py:667-711``; Transformer Engine d0067d0
+    ``module/linear.py:979-998, 1122-1130``, ``layernorm_linear.py:773-792``); without
+    sequence parallelism the dgrad all-reduce runs under the wgrad GEMM. Without *gemms*
+    (PyTorch's DTensor tensor parallelism, whose collectives wait where they are issued)
+    backward's two all-gathers and two reduce-scatters block.
+
+    With *fp8_gathers* every all-gather moves FP8: Transformer Engine quantises the norm
+    output before the forward gather (``layernorm_linear.py:283-312``), the saved input
+    it re-gathers and the output gradient it gathers backward
+    (``module/base.py:1688-1752``); the reduce-scatters move the bf16 gradients.
     """
     # [start:tp-collectives]
-    if sequence_parallel:
-        rs = seconds("reduce_scatter", act, cluster, group)
-        ag = seconds("all_gather", act, cluster, group)
-        forward_ag = (
-            seconds("all_gather", act // 2, cluster, group) if fp8_gathers else ag
-        )
-        return 2 * ((passes - 1) * (forward_ag + rs) + ag + rs)
-    return 2 * seconds("all_reduce", act, cluster, group) * passes
+    if not sequence_parallel:
+        ar = seconds("all_reduce", act, cluster, group)
+        if gemms is None:
+            return TPComm(2 * ar, 2 * ar)
+        return TPComm(2 * ar, 0.0, ((ar, gemms[0]), (ar, gemms[1])))
+    rs = seconds("reduce_scatter", act, cluster, group)
+    ag = seconds("all_gather", act // 2 if fp8_gathers else act, cluster, group)
+    if gemms is None:
+        return TPComm(2 * (ag + rs), 2 * (ag + rs))
+    qkv, mlp = gemms  # re-gather under dgrad, reduce-scatter under wgrad
+    return TPComm(
+        2 * (ag + rs), 2 * ag, ((ag, qkv), (rs, qkv), (ag, mlp), (rs, mlp))
+    )
     # [end:tp-collectives]
 
 
 def context_parallel(
-    kv: int,
-    cluster: Cluster,
-    pair: list[int],
-    *,
-    cp: int,
-    attention_per_layer: float,
+    kv: int, cluster: Cluster, pair: list[int], *, cp: int
 ) -> float:
-    """Per layer and micro-batch: the ring's cp - 1 exchanges of this rank's *kv* bytes
-    forward and K, V and their gradients backward (3 in all), less the attention they
-    hide behind."""
-    ring = 3 * (cp - 1) * seconds("send_recv", kv, cluster, pair)
-    return max(0.0, ring - attention_per_layer)
+    """Per layer and micro-batch: one pass of the ring, cp − 1 exchanges of this rank's
+    *kv* bytes (forward runs one pass, backward two: K and V, and their gradients)."""
+    return (cp - 1) * seconds("send_recv", kv, cluster, pair)
 
 
 def pipeline_p2p(
@@ -255,53 +297,6 @@ def pipeline_p2p(
     return sends * one
 
 
-def data_parallel(
-    local_params: float,
-    cluster: Cluster,
-    group: list[int],
-    *,
-    zero_stage: int,
-    layers: float,
-    t_microbatch: float,
-    microbatches: int,
-    overlap_grad_reduce: bool,
-    grad_bytes: int,
-    gather_bytes: int = BF16,
-) -> float:
-    """Exposed DP or FSDP communication of one step (see :mod:`infralens.planner.step`).
-
-    FSDP (``zero_stage`` 3): per layer an all-gather of *gather_bytes* per element
-    (2, or 1 for FP8 parameters) forward and backward
-    and a reduce-scatter of *grad_bytes* per element, each hidden behind the
-    layer's compute when shorter, plus the first layer's gather.
-    DDP and the distributed optimizer: the gradient reduction runs under the
-    last micro-batch's backward except the last bucket when
-    *overlap_grad_reduce*, and whole after it otherwise; ZeRO stages 1-2
-    all-gather the parameters (*gather_bytes* each) behind the next forward the same way.
-    """
-    if len(group) < 2:
-        return 0.0
-    if zero_stage == 3:
-        per_layer = int(local_params / layers) if layers else 0
-        comm = 2 * seconds("all_gather", per_layer * gather_bytes, cluster, group)
-        comm += seconds("reduce_scatter", per_layer * grad_bytes, cluster, group)
-        first = seconds("all_gather", per_layer * gather_bytes, cluster, group)
-        return (
-            max(0.0, comm - t_microbatch / layers) * layers + first
-        ) * microbatches
-    op = "all_reduce" if zero_stage == 0 else "reduce_scatter"
-    grads = seconds(op, int(local_params * grad_bytes), cluster, group)
-    gather = seconds("all_gather", int(local_params * gather_bytes), cluster, group)
-    gather = gather if zero_stage else 0.0
-    if not overlap_grad_reduce:
-        return grads + gather
-    last = min(1.0, max(DP_BUCKET_PARAMS, 10**6 * len(group)) / local_params)
-    exposed = max(grads - t_microbatch * 2 / 3, grads * last)
-    if zero_stage:
-        exposed += max(gather - t_microbatch / 3, gather * last)
-    return exposed
-
-
 def amax_reduction(
     cluster: Cluster, group: list[int], *, chunk_layers: int, chunks: int
 ) -> float:
@@ -324,7 +319,7 @@ def optimizer(
     microbatches: int,
 ) -> float:
     """Adam's step on this GPU at HBM bandwidth: :data:`ADAM_BYTES_PER_PARAM` for each
-    parameter it updates, 1/*shards* of its *local_params* (the DP degree under ZeRO, else 1);
+    parameter it updates, 1/*shards* of its *local_params* (dp·cp under ZeRO, else 1);
     an FP8 recipe adds the block weights' casts (:func:`infralens.fp8.weight_quantize_bytes`)."""
     moved = local_params / shards * ADAM_BYTES_PER_PARAM
     if recipe.precision == "fp8":  # and the block weights' casts to FP8

@@ -16,13 +16,13 @@ one GPU holds, and which communication is likely to bound the step.
 >>> [(row.axis, row.degree, row.placement) for row in sheet.axes]
 [('tp', 8, 'nvlink'), ('pp', 4, 'network'), ('dp', 2, 'network'), ('zero', 2, 'network')]
 >>> sheet.bottleneck, round(sheet.step.seconds, 1), round(sheet.step.mfu, 2)
-('compute', 29.5, 0.48)
+('compute', 29.1, 0.49)
 
 Each traffic row counts its calls per step and says what a profiler trace would show:
 
 >>> tp = sheet.comms[1]
 >>> tp.collective, tp.frequency.split(" × ")[0]
-('all_gather', '20,480 per step: 4 per layer per micro-batch (2 forward, 2 backward)')
+('all_gather', '10,240 per step: 2 per layer per micro-batch (forward)')
 >>> tp.risk.split(";")[0]
 "in a trace: NCCL all-gather kernels between every layer's GEMMs, which wait for them"
 
@@ -45,7 +45,7 @@ from infralens.fp8 import amax_bytes
 from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
 from infralens.plan import ParallelPlan
-from infralens.planner._step_groups import amax_group, ring_hop
+from infralens.planner._step_groups import amax_group, ring_hop, slowest_group
 from infralens.planner._step_terms import BF16, amax_reduction
 from infralens.planner.fit import gpu_memory
 from infralens.planner.job import Job
@@ -80,8 +80,14 @@ def _trace(key: str, op: str, when: str = "") -> str:
     return "in a trace: " + TRACES[key].format(op=op.replace("_", "-"), when=when)
 
 
-def _when(op: str, zero: int) -> str:
+def _when(op: str, zero: int, piped: bool = False) -> str:
     """Where in the step a DP row's collective runs, for its trace."""
+    if zero == 3 and piped:  # torchtitan under a pipeline
+        return (
+            "before each wrapped unit's first forward"
+            if op == "all_gather"
+            else "after the last backward, once a step"
+        )
     if zero == 3:
         return (
             "before each wrapped unit's forward and backward"
@@ -96,11 +102,11 @@ def _when(op: str, zero: int) -> str:
 def _slowest(
     plan: ParallelPlan, axis: str, cluster: Cluster
 ) -> tuple[str, list[int]]:
-    groups = plan.groups(axis)
-    spans = [g for g in groups if cluster.tier_of(g) == cluster.inter]
-    return (
-        (cluster.inter.name, spans[0]) if spans else (cluster.intra.name, groups[0])
-    )
+    # the group the axis's collectives wait for, as the step prices it; DP's
+    # gradients and parameters are synchronised over dp·cp
+    axes = ("dp", "cp") if axis == "dp" else (axis,)
+    group = slowest_group(plan, cluster, axes)
+    return cluster.tier_of(group).name, group
 
 
 @typed
@@ -180,22 +186,25 @@ def fill_worksheet(job: Job) -> Worksheet:
         # (collective, bytes a call, calls per step, how the count is made)
         calls: list[tuple[str, int, int, str]] = []
         # [start:tp-calls]
-        # TP: S = b·s·h·e bytes a call, 2 calls a layer in each pass (as the step)
+        # TP: S = b·s·h·e bytes a call, 2 calls of each kind a layer each pass;
+        # Megatron-Core runs backward's re-gathers and reduce-scatters under GEMMs
+        # and waits for the rest (infralens.planner.step).
         passes = 3 if work.recompute == "full" else 2
-        tp_calls, S = 2 * passes * stage_layers * m, b * s * h * e
-        split = "2 forward, 2 backward" + (", 2 recomputed" if passes == 3 else "")
-        per_layer = f"{2 * passes} per layer per micro-batch ({split}){times}"
-        if axis == "tp" and work.sequence_parallel:
-            # FP8: forward's gathers send 1 byte an element, backward's stay bf16
-            back = 2 * stage_layers * m if fp8 else tp_calls
-            bf16 = f"2 per layer per micro-batch (backward, bf16){times}"
-            calls.append(("all_gather", S, back, bf16 if fp8 else per_layer))
-            if fp8:
-                fwd = f"{2 * passes - 2} per layer per micro-batch (forward, FP8){times}"
-                calls.append(("all_gather", S // 2, tp_calls - back, fwd))
-            calls.append(("reduce_scatter", S, tp_calls, per_layer))
-        elif axis == "tp":
-            calls.append(("all_reduce", S, tp_calls, per_layer))
+        S, n = b * s * h * e, 2 * stage_layers * m  # calls of a kind in a pass
+        fwd = "forward" + (" and recomputed" if passes == 3 else "")
+        if axis == "tp":
+            op = "reduce_scatter" if work.sequence_parallel else "all_reduce"
+            sp, mc = work.sequence_parallel, zero != 3  # mc: Megatron-Core
+            ag = ("all_gather", S // 2 if fp8 else S)  # FP8 gathers move FP8
+            rows = [(*ag, passes - 1, fwd)] if sp else []
+            rows += [(op, S, passes - 1, fwd)]
+            rows += [(*ag, 1, "backward's gradients")] if sp else []
+            again = "inputs again, under each dgrad GEMM"
+            rows += [(*ag, 1, again)] if sp and mc else []
+            rows += [(op, S, 1, "backward" + ", under each wgrad GEMM" * mc)]
+            for name, size, k, what in rows:
+                how = f"{2 * k} per layer per micro-batch ({what}){times}"
+                calls.append((name, size, k * n, how))
         # [end:tp-calls]
         # [start:cp-pp-calls]
         elif axis == "cp":
@@ -215,15 +224,21 @@ def fill_worksheet(job: Job) -> Worksheet:
         # [end:cp-pp-calls]
         # [start:dp-calls]
         else:
-            # DP: gradients in the recipe's reduce dtype, parameters in its gather
-            # dtype; ZeRO-3 moves each layer's share every micro-batch
+            # DP over dp·cp: gradients in the recipe's reduce dtype, parameters in
+            # its gather dtype; ZeRO-3 moves each layer's share every micro-batch,
+            # or once a step under a pipeline (torchtitan keeps it gathered)
+            piped = zero == 3 and plan.pp > 1
             for op, what in step_collectives(zero):
+                if piped and what == "parameters for backward":
+                    continue
                 gathers = op == "all_gather" and zero != 0
                 size = params * (recipe.gather_bytes if gathers else grad)
                 if zero == 3:
                     unit = "wrapped unit" if gathers else "layer"
-                    how = f"1 per {unit} per micro-batch{times}: {what}"
-                    calls.append((op, size // stage_layers, stage_layers * m, how))
+                    every = "per step" if piped else f"per micro-batch{times}"
+                    how = f"1 per {unit} {every}: {what}"
+                    n = stage_layers * (1 if piped else m)
+                    calls.append((op, size // stage_layers, n, how))
                 else:  # the whole shard once a step
                     when = "the optimizer" if gathers else "the last backward"
                     calls.append((op, size, 1, f"{what}, after {when}"))
@@ -238,12 +253,14 @@ def fill_worksheet(job: Job) -> Worksheet:
                 seconds = count * Fraction(one)
                 link = cluster.tier_of(pair).name
             else:  # a ring sends (n − 1)/n · S per call
-                sent = ring_bytes_sent(op, nbytes, degree) * count
+                sent = ring_bytes_sent(op, nbytes, len(group)) * count
                 one = predict(op, nbytes, cluster, group).seconds
                 seconds = count * Fraction(one)
             # [end:pricing]
-            when = _when(op, zero)
+            when = _when(op, zero, axis == "dp" and zero == 3 and plan.pp > 1)
             key = "zero3" if axis == "dp" and zero == 3 else axis
+            if "under each" in how:  # launched under a backward GEMM
+                key, when = "tp-under", how.split("under each ")[1].split(" ")[0]
             trace = _trace(key, op, when)
             frequency = f"{count:,} per step: {how}"
             comms.append(CommRow(axis, op, frequency, link, sent, seconds, trace))

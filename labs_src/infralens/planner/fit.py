@@ -11,7 +11,10 @@ times the recipe's bytes per parameter, the sharded buffers split over the
 dp·cp ranks, plus the recipe's fixed bytes (DeepSpeed's gradient bucket and
 ZeRO-3 gathered parameters); FSDP2 adds its gathered root and two gathered
 layers, and the unsharded gradients and reduce-scatter inputs of backward
-(:func:`infralens.fsdp_memory.gradient_buffer_peak`). Activations are one
+(:func:`infralens.fsdp_memory.gradient_buffer_peak`); under a pipeline, as torchtitan
+and ``torch.distributed.pipelining`` run it, the stage's parameters stay gathered all
+step and its gradients accumulate unsharded in the reduce dtype until the
+reduce-scatters after the last backward. Activations are one
 layer's at s/cp tokens times the layers of the chunks Megatron-Core's schedule
 keeps in flight (:func:`infralens.pipeline_memory.layers_in_flight`), plus, with
 recomputation, what the layer whose backward runs has rebuilt; the last stage adds
@@ -41,7 +44,7 @@ from infralens._validate import check_choice, divisible, positive_int
 from infralens.fp8 import saved_activation_change, state_bytes
 from infralens.fsdp import Unit
 from infralens.fsdp_memory import gradient_buffer_peak
-from infralens.hardware import GPUS
+from infralens.hardware import GPUS, System, preset_key
 from infralens.head_memory import head_activation_bytes, loss_peak_bytes
 from infralens.memory import _model, activation_bytes
 from infralens.model import TransformerConfig
@@ -56,6 +59,7 @@ __all__ = [
     "Breakdown",
     "fits",
     "gpu_memory",
+    "hbm_for",
     "render",
     "shortfall",
 ]
@@ -63,6 +67,33 @@ __all__ = [
 
 HBM_BYTES: dict[str, int] = {key: gpu.hbm_bytes for key, gpu in GPUS.items()}
 """HBM per GPU, by :data:`infralens.hardware.GPUS` key (datasheet GB, 10**9 bytes)."""
+
+
+@typed
+def hbm_for(system: System, gpu: str = "") -> tuple[int, str]:
+    """The HBM a plan on *system* is judged against, and the preset that holds it.
+
+    The preset is *gpu* when one is named (a plan file's ``training.gpu``), else the
+    system's own GPU, the one ``rank`` prices and checks the plan on.
+
+    >>> from infralens.hardware import SYSTEMS
+    >>> hbm_for(SYSTEMS["dgx-h200"])
+    (141000000000, 'h200-sxm-141gb')
+    >>> hbm_for(SYSTEMS["grand-teton-h100-hbm2e"])[0] // 10**9
+    96
+    >>> hbm_for(SYSTEMS["dgx-h200"], "h100-sxm5-80gb")[0] // 10**9
+    80
+    >>> hbm_for(SYSTEMS["dgx-h100"], "h300")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: gpu must be one of 'a100-sxm4-80gb', 'h100-sxm5-80gb', ...; got 'h300'
+    """
+    key = (
+        check_choice("gpu", gpu, tuple(HBM_BYTES))
+        if gpu
+        else preset_key(system.gpu)
+    )
+    return HBM_BYTES[key], key
 
 
 @dataclass(frozen=True)
@@ -132,7 +163,13 @@ def _stage(
         r.gather_bytes * (edge // t + 2 * m.layer_params() // t) if fsdp else 0
     )
     buffers = 0
-    if fsdp:  # parameters as flat 1-D shapes: per-parameter padding left out
+    if fsdp and p > 1:  # torchtitan under a pipeline: unsharded all step
+        # parameters kept after forward; gradients accumulated unsharded in the reduce
+        # dtype until the reduce-scatters after the last backward, one unit at a time
+        grad = 4 if r.grad_reduce_in_fp32 else 2
+        gathered = r.gather_bytes * params
+        buffers = grad * (params + m.layer_params() // t)
+    elif fsdp:  # parameters as flat 1-D shapes: per-parameter padding left out
         ends = [
             (m.embedding_params() if first else 0) // t,
             (head if last else 0) // t,
@@ -191,7 +228,9 @@ def gpu_memory(job: Job, *, stack: str | None = None) -> Breakdown:
 
     *stack* chooses whose activation count applies (see
     :func:`infralens.memory.activation_bytes`; default the recipe's; PyTorch's selective
-    count exists for tp = 1 only, so with tp > 1 Megatron's stands in).
+    count exists for tp = 1 only, so with tp > 1 its selective count is PyTorch's
+    ``none`` less what Megatron's selective recomputes: every *recompute* mode is
+    counted on one stack, and full <= selective <= none).
 
     Raises ``ValueError`` for an unknown model, recipe, recompute, attention or stack,
     ``ep`` above 1, degrees that do not divide the model (layers by pp·chunks per stage;
@@ -247,21 +286,25 @@ def _gpu_memory(
                          last=last_stage_layers, embedding=account_for_embedding,
                          loss=account_for_loss)  # fmt: skip
     who = r.stack if stack is None else stack
-    if who == "pytorch" and recompute == "selective" and plan.tp > 1:
-        who = "megatron"
     sl, b = s // plan.cp, micro_batch_size
 
-    def saved(
-        mode: str,
-    ) -> int:  # one layer's saved bytes under *mode*, FP8 inputs counted
-        kept = activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=who,
+    def saved(mode: str, on: str = who) -> int:
+        """One layer's saved bytes under *mode* on stack *on*, FP8 inputs counted."""
+        if on == "pytorch" and mode == "selective" and plan.tp > 1:
+            # PyTorch's selective count exists for tp = 1 only: with tp > 1, what
+            # PyTorch saves less what Megatron's selective recomputes (core
+            # attention), so every mode is counted on one stack and
+            # full <= selective <= none
+            dropped = saved("none", "megatron") - saved("selective", "megatron")
+            return saved("none") - dropped
+        kept = activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=on,
                                 sequence_parallel=sequence_parallel, recompute=mode,
                                 attention=attention)  # fmt: skip
         if (
             r.precision == "fp8"
         ):  # Transformer Engine saves the linears' inputs in FP8
             kept += saved_activation_change(m, seq_len=sl, micro_batch_size=b, tp=plan.tp,
-                                            scaling=r.scaling, stack=who, recompute=mode,
+                                            scaling=r.scaling, stack=on, recompute=mode,
                                             sequence_parallel=sequence_parallel)  # fmt: skip
         return kept
 

@@ -15,15 +15,18 @@ plan and a cluster. Every term is a model of what a named framework does:
   An FP8 recipe runs the blocks' GEMMs at the measured FP8 ceiling and adds its
   quantisation kernels' bytes; Transformer Engine gathers the forward TP inputs
   in FP8, and delayed scaling adds its amax all-reduces (:mod:`infralens.fp8`).
-- **TP** (Megatron-Core, no ``tp_comm_overlap``): per layer and
-  micro-batch, two all-gathers and two reduce-scatters of the
-  ``b·s/cp × h`` activation forward and again backward with sequence
-  parallelism (two all-reduces each way without); a full recomputation
-  repeats the forward ones. Nothing hides them: they sit between GEMMs.
+- **TP** (Megatron-Core with Transformer Engine, no ``tp_comm_overlap``): per
+  layer and micro-batch, two all-gathers and two reduce-scatters of the
+  ``b·s/cp × h`` activation each pass with sequence parallelism (two
+  all-reduces without); a full recomputation repeats the forward ones. The
+  forward ones and backward's output-gradient gathers sit between GEMMs and
+  block; backward launches each column-parallel linear's re-gather of its
+  saved input under its dgrad GEMM and its input-gradient reduce-scatter under
+  its wgrad GEMM, so only what outlasts that GEMM waits. An FP8 recipe gathers
+  FP8 both ways. torchtitan's DTensor TP (``zero_stage=3``) waits for every one.
 - **CP** (Megatron-Core/Transformer Engine ring attention): ``cp − 1``
   exchanges of this rank's K and V (kv_heads, GQA) forward, K, V and their
-  gradients backward, overlapped with the attention blocks; only the part
-  longer than attention is exposed.
+  gradients backward, overlapped with the attention blocks only.
 - **PP** (Megatron-Core 1F1B or interleaved): the bubble (p − 1)/(v·m) of
   the work per micro-batch, and point-to-point sends of the
   ``b·s/(tp·cp) × h`` shard sequence parallelism leaves on each rank
@@ -32,21 +35,30 @@ plan and a cluster. Every term is a model of what a named framework does:
   1F1B waits for each send, interleaving (``overlap_p2p_comm``) hides all
   but the warm-up ones.
 - **DP** (Megatron-Core DDP with ``overlap_grad_reduce`` and
-  ``overlap_param_gather``, as NVIDIA's performance recipes set them):
+  ``overlap_param_gather``, as NVIDIA's performance recipes set them): over
+  the dp·cp ranks the model state is sharded over (``dp_cp_group``),
   gradients reduced in fp32 (Megatron's bf16 default,
   ``accumulate_allreduce_grads_in_fp32``; ``grad_reduce_in_fp32=False``
-  reduces in bf16/fp16), overlapped with the last micro-batch's backward
-  except the last bucket; with the distributed optimizer (ZeRO-1) the bf16
-  parameters are gathered behind the next forward the same way. With
-  ``overlap_grad_reduce=False`` the whole reduction (and gather) runs after
-  the last backward, as Megatron-LM's local DDP did in 2021 (commit cdde433)
-  and Megatron-Core does without the flag (its default at commit d98e8a6).
-- **FSDP** (``zero_stage=3``, FSDP2 as torchtitan runs it): per layer a
-  bf16 all-gather forward and backward and an fp32 (or, without
-  ``grad_reduce_in_fp32``, bf16) reduce-scatter, each
-  hidden behind that layer's compute when shorter.
+  reduces in bf16/fp16) in the stream time the last micro-batch's backward
+  leaves free, all but the last bucket; with the distributed optimizer (ZeRO-1)
+  the bf16 parameters are gathered in the next forward's free time the same
+  way. With ``overlap_grad_reduce=False`` the whole reduction (and gather)
+  runs after the last backward, as Megatron-LM's local DDP did in 2021 (commit
+  cdde433) and Megatron-Core does without the flag (its default at d98e8a6).
+- **FSDP** (``zero_stage=3``, FSDP2 as torchtitan runs it, over its
+  ``dp_shard_cp`` mesh): per layer a bf16 all-gather forward and backward and
+  an fp32 (or, without ``grad_reduce_in_fp32``, bf16) reduce-scatter each
+  micro-batch; under a pipeline the parameters stay gathered after the first
+  forward and the gradients are reduce-scattered once, after the last
+  backward, where nothing hides them.
+- **critical path** (``infralens.planner._step_overlap``): per layer, forward then
+  backward, the collectives above share one stream and each hides only behind
+  compute running beside it; compute with a collective beside it runs
+  ``OVERLAP_SLOWDOWN`` (0.189) slower. Every axis is
+  priced on its slowest group (``slowest_group`` in ``infralens.planner._step_groups``).
 - **optimizer**: Adam reads and writes about 30 bytes per local parameter
-  (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth.
+  (fp32 master, two moments, gradient; bf16 copy) at HBM bandwidth, 1/(dp·cp)
+  of them under ZeRO.
 
 >>> from infralens.plan import ParallelPlan
 >>> from infralens.topology import Cluster
@@ -54,7 +66,7 @@ plan and a cluster. Every term is a model of what a named framework does:
 >>> e = estimate(Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
 ...                  global_batch_size=512, micro_batch_size=1))
 >>> e.bottleneck, round(e.seconds, 1), round(e.mfu, 2)
-('compute', 29.5, 0.48)
+('compute', 29.1, 0.49)
 """
 
 from __future__ import annotations
@@ -79,8 +91,15 @@ from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan
 from infralens.planner import _step_checks as checks
+from infralens.planner import _step_overlap as path
+from infralens.planner import _step_sync as sync
 from infralens.planner import _step_terms as comm
-from infralens.planner._step_groups import amax_group, group_of, ring_hop
+from infralens.planner._step_groups import (
+    amax_group,
+    group_of,
+    ring_hop,
+    slowest_group,
+)
 from infralens.planner.job import SCHEDULES, Job
 from infralens.planner.step_result import Breakdown, Estimate
 from infralens.recipe import Recipe
@@ -251,61 +270,100 @@ def _estimate(
         sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
         elementwise=kernels, scaling=r.scaling,
     )  # fmt: skip
-    layers = m.layers / plan.pp
+    layer_c, _ = comm.layer_compute(
+        m, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp,
+        sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
+        elementwise=kernels, scaling=r.scaling,
+    )  # fmt: skip
     # [end:compute]
 
     # [start:tp-exposed]
-    # TP: the collectives between GEMMs; act is the whole b·(s/cp)·h buffer.
+    # TP: the collectives between and under GEMMs; act is the whole b·(s/cp)·h buffer.
+    # Every axis is priced on the group its collectives wait for.
     act = b * (s // plan.cp) * m.hidden * comm.BF16
-    tp_group = group_of(plan, "tp")
-    tp = 0.0  # per layer and micro-batch
+    tp_group = slowest_group(plan, cluster, ("tp",))
+    fp8 = r.precision == "fp8" and stack == "megatron"  # TE's FP8 gathers
+    tpc = comm.TPComm()  # per layer and micro-batch
     if plan.tp > 1:
-        passes = 3 if mode == "full" else 2
-        fp8 = r.precision == "fp8" and stack == "megatron"  # forward gathers in FP8
-        tp = comm.tensor_parallel(
-            act, cluster, tp_group, sequence_parallel=sp, passes=passes,
-            fp8_gathers=fp8,
+        gemms = comm.column_gemms(m, gpu_key, tokens=b * s // plan.cp, tp=plan.tp,
+                                  fp8=r.precision == "fp8")  # fmt: skip
+        tpc = comm.tensor_parallel(
+            act, cluster, tp_group, sequence_parallel=sp, fp8_gathers=fp8,
+            gemms=gemms if stack == "megatron" else None,
         )  # fmt: skip
     # [end:tp-exposed]
 
     # [start:cp-ring]
-    # CP: ring exchange of K/V (kv heads split over tp), hidden behind attention.
-    cp = 0.0  # per layer and micro-batch
+    # CP: ring exchange of K/V (kv heads split over tp), one pass forward, two backward.
+    ring = 0.0  # per layer, micro-batch and pass
     if plan.cp > 1:
         kv = 2 * b * (s // plan.cp) * m.kv_heads * m.head_dim * comm.BF16
         kv //= min(plan.tp, m.kv_heads)
         # the ring waits for its slowest hop
-        pair = ring_hop(cluster, group_of(plan, "cp"))
-        cp = comm.context_parallel(
-            kv, cluster, pair, cp=plan.cp, attention_per_layer=attn
-        )
+        pair = ring_hop(cluster, slowest_group(plan, cluster, ("cp",)))
+        ring = comm.context_parallel(kv, cluster, pair, cp=plan.cp)
     # [end:cp-ring]
+
+    # Gradients and parameters are synchronised over dp·cp, where the state is
+    # sharded.
+    dp_group = slowest_group(plan, cluster, ("dp", "cp"))
+    local = m.num_params() / (plan.tp * plan.pp)
+    grad_bytes = 4 if fp32_grads else comm.BF16
+    fsdp = sync.fsdp(
+        int(m.layer_params() / plan.tp), cluster, dp_group,
+        microbatches=n_mb, pipelined=plan.pp > 1, grad_bytes=grad_bytes,
+        gather_bytes=r.gather_bytes,
+    ) if zero_stage == 3 and len(dp_group) > 1 else None  # fmt: skip
+    # [start:critical-path]
+    # One layer and micro-batch, forward then backward: what each collective
+    # hides behind, one stream at a time (infralens.planner._step_overlap).
+    f = path.forward_share(mode)
+    passes = 3 if mode == "full" else 2  # a full recomputation reruns the forward
+    waits = tpc.backward + (passes - 2) * tpc.forward  # backward's blocking TP
+
+    def layer(fsdp_traffic: tuple[float, float]) -> tuple[path.Exposed, ...]:
+        fwd_s, bwd_s = fsdp_traffic
+        fwd = path.Phase(f * layer_c, f * attn, tpc.forward, (), ring, fwd_s)
+        bwd = path.Phase((1 - f) * layer_c, (1 - f) * attn, waits,
+                         tpc.under_gemm, 2 * ring, bwd_s)  # fmt: skip
+        return path.phase_exposed(fwd), path.phase_exposed(bwd)
+
+    later_fwd, later_bwd = layer(fsdp.later if fsdp else (0.0, 0.0))
+    later = later_fwd + later_bwd
+    first = sum(layer(fsdp.first), path.Exposed()) if fsdp else later
+    # [end:critical-path]
 
     # [start:pipeline-pace]
     # PP: the longest stage sets the pace: its work, the bubble (p - 1)/(v·m) of it,
     # and the sends it waits for, over the slowest stage boundary.
     one = comm.pipeline_p2p(
-        act, cluster, ring_hop(cluster, group_of(plan, "pp")), tp_group, sends=1,
-        sequence_parallel=sp, scatter_gather=scatter,
+        act, cluster, ring_hop(cluster, slowest_group(plan, cluster, ("pp",))),
+        tp_group, sends=1, sequence_parallel=sp, scatter_gather=scatter,
     )  # fmt: skip
     pace = comm.busiest_stage(
-        per_stage, split, per_layer_comm=tp + cp, one_send=one, schedule=sched,
-        chunks=v, microbatches=n_mb,
+        per_stage, split, per_layer_comm=later.tp + later.cp + later.slowdown,
+        one_send=one, schedule=sched, chunks=v, microbatches=n_mb,
     )  # fmt: skip
-    t_mb, compute = pace.compute, n_mb * pace.compute
-    tp, cp = tp * pace.layers * n_mb, cp * pace.layers * n_mb
+    step_layers = first * pace.layers + later * (pace.layers * (n_mb - 1))
+    compute = n_mb * pace.compute + step_layers.slowdown
+    tp, cp = step_layers.tp, step_layers.cp
     pp_bubble, pp_p2p = pace.bubble, pace.p2p
     # [end:pipeline-pace]
 
     # [start:dp]
     # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16
-    # (or fp8).
-    local = m.num_params() / (plan.tp * plan.pp)
-    dp = comm.data_parallel(
-        local, cluster, group_of(plan, "dp"), zero_stage=zero_stage, layers=layers,
-        t_microbatch=t_mb, microbatches=n_mb, overlap_grad_reduce=overlap,
-        grad_bytes=4 if fp32_grads else comm.BF16, gather_bytes=r.gather_bytes,
-    )  # fmt: skip
+    # (or fp8), over dp·cp: FSDP behind each layer, DDP in the stream time the
+    # last backward (and the next forward) leave free.
+    if fsdp is not None:
+        dp = step_layers.dp + fsdp.waits + pace.layers * fsdp.after
+    else:
+        dp, beside = sync.data_parallel(
+            local, cluster, dp_group, zero_stage=zero_stage,
+            overlap_grad_reduce=overlap,
+            free=(later_fwd.free * pace.layers, later_bwd.free * pace.layers),
+            grad_bytes=grad_bytes, gather_bytes=r.gather_bytes,
+        )  # fmt: skip
+        compute += path.OVERLAP_SLOWDOWN * min(beside, pace.compute)
     # Transformer Engine's amax all-reduce over TP x DP x CP
     if r.scaling == "delayed":
         dp += comm.amax_reduction(
@@ -314,8 +372,8 @@ def _estimate(
         )  # fmt: skip
     # [end:dp]
 
-    # ZeRO shards the optimizer state over DP
-    shards = plan.dp if zero_stage >= 1 else 1
+    # ZeRO shards the optimizer state over dp·cp
+    shards = plan.dp * plan.cp if zero_stage >= 1 else 1
     optimizer = comm.optimizer(
         local, gpu, r, shards=shards, stack=stack, microbatches=n_mb
     )

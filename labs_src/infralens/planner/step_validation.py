@@ -201,7 +201,7 @@ def median_error(checks: list[RunCheck]) -> float:
 
     >>> rows = load_runs("tests/data/training_runs.csv")
     >>> round(median_error([check_run(r) for r in rows]), 2)
-    0.32
+    0.33
     >>> median_error([])
     Traceback (most recent call last):
     ...

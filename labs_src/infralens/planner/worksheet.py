@@ -52,6 +52,8 @@ TRACES = {
     "summed time per step in torch.profiler or Nsight Systems",
     "tp": "NCCL {op} kernels between every layer's GEMMs, which wait for them; "
     "measure their summed time per step and their bus bandwidth",
+    "tp-under": "NCCL {op} kernels on a second stream beside the {when} GEMM they are "
+    "launched before; measure how long each runs past that GEMM",
     "cp": "NCCL send/recv kernels of the K/V ring beside each attention kernel; "
     "measure the time attention's kernels leave them uncovered",
     "pp": "send/recv kernels at the stage boundaries and idle gaps on the first "
