@@ -58,7 +58,7 @@ def test_bad_input() -> None:
         ramp_stage(2**20, seq_len=4096, gpus=100, tp=8, pp=16)
     with pytest.raises(ValueError, match="batch_tokens must be divisible by seq_len"):
         ramp_stage(1000, seq_len=4096, gpus=128, tp=8, pp=16)
-    with pytest.raises(ValueError, match="loss must be > 0"):
+    with pytest.raises(ValueError, match=r"loss must be between 0\.001 and 1000 nats"):
         critical_batch_tokens(-1.0)
     with pytest.raises(TypeError):
         ramp_stage(2.5, seq_len=4096, gpus=128, tp=8, pp=16)  # type: ignore[arg-type]

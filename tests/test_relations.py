@@ -24,9 +24,9 @@ and checks what must hold for any honest model of a training step:
   of the same buffer, nor faster on one more rank of an NVLink domain; memory keeps
   in flight the chunk micro-batches the pipeline schedule runs.
 
-``INFRALENS_FUZZ_EXAMPLES`` sets the examples per relation (a few in ``nox -s
-tests``; ``nox -s fuzz`` raises it). Three ``rank`` commands whose first rows were
-once mispriced close the module.
+``INFRALENS_FUZZ_EXAMPLES`` sets the examples per relation (a few, drawn the same
+way every run, in ``nox -s tests``; set it higher to search further). Three
+``rank`` commands whose first rows were once mispriced close the module.
 """
 
 from __future__ import annotations

@@ -83,12 +83,13 @@ def critical_batch_tokens(loss: float) -> float:
     >>> critical_batch_tokens(0.0)
     Traceback (most recent call last):
     ...
-    ValueError: loss must be > 0, got 0.0
+    ValueError: loss must be between 0.001 and 1000 nats, got 0.0
 
-    Raises ``ValueError`` for a loss not > 0.
+    Raises ``ValueError`` for a loss outside [0.001, 1000] nats per token (far
+    wider than any language model's; the power overflows a float beyond).
     """
-    if not loss > 0:
-        raise ValueError(f"loss must be > 0, got {loss}")
+    if not 1e-3 <= loss <= 1e3:
+        raise ValueError(f"loss must be between 0.001 and 1000 nats, got {loss}")
     return KAPLAN_B_STAR_TOKENS / float(loss ** (1 / KAPLAN_ALPHA_B))
 
 

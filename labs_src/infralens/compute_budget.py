@@ -24,13 +24,12 @@ Llama 3 405B's budget (3.8e25 FLOPs) on H100s at 40 % MFU:
 
 from __future__ import annotations
 
-import math
-
 from infralens._typecheck import typed
 
 __all__ = [
     "APPROACH1_EXPONENT",
     "APPROACH1_TOKENS_PER_PARAM_AT_1B",
+    "MAX_COUNT",
     "chinchilla_budget",
     "compute_optimal",
     "gpu_hours",
@@ -55,9 +54,20 @@ APPROACH1_TOKENS_PER_PARAM_AT_1B = 20.155
 _C_AT_1B = 6 * 1e9 * APPROACH1_TOKENS_PER_PARAM_AT_1B * 1e9  # FLOPs at N = 1e9
 
 
+MAX_COUNT = 1e30
+"""Largest count (parameters, tokens, FLOPs, FLOP/s) the functions take: far past
+any real budget (10**30 FLOPs is about 10**4 times Llama 3 405B's), and small
+enough that no power or product here overflows a float."""
+
+
 def _positive(name: str, value: float) -> float:
+    """*value* as a float if it is a count in [1, MAX_COUNT]; else a ValueError."""
     if not value > 0:
         raise ValueError(f"{name} must be > 0, got {value}")
+    if not 1 <= value <= MAX_COUNT:
+        raise ValueError(
+            f"{name} must be between 1 and {MAX_COUNT:.0e}, got {value}"
+        )
     return float(value)
 
 
@@ -77,7 +87,7 @@ def training_flops(params: float, tokens: float) -> float:
     ...
     ValueError: params must be > 0, got 0
 
-    Raises ``ValueError`` for a count that is not > 0.
+    Raises ``ValueError`` for a count that is not in [1, MAX_COUNT].
     """
     return 6 * _positive("params", params) * _positive("tokens", tokens)
 
@@ -91,7 +101,7 @@ def tokens_per_parameter(params: float, tokens: float) -> float:
     >>> round(tokens_per_parameter(8e9, 15e12))  # Llama 3 8B
     1875
 
-    Raises ``ValueError`` for a count that is not > 0.
+    Raises ``ValueError`` for a count that is not in [1, MAX_COUNT].
     """
     return _positive("tokens", tokens) / _positive("params", params)
 
@@ -114,7 +124,7 @@ def chinchilla_budget(params: float) -> tuple[float, float]:
     ...
     ValueError: params must be > 0, got -1.0
 
-    Raises ``ValueError`` for *params* not > 0.
+    Raises ``ValueError`` for *params* not in [1, MAX_COUNT].
     """
     n = _positive("params", params)
     flops = _C_AT_1B * (n / 1e9) ** (1 / APPROACH1_EXPONENT)
@@ -135,7 +145,7 @@ def compute_optimal(flops: float) -> tuple[float, float]:
     ...
     ValueError: flops must be > 0, got 0.0
 
-    Raises ``ValueError`` for *flops* not > 0.
+    Raises ``ValueError`` for *flops* not in [1, MAX_COUNT].
     """
     c = _positive("flops", flops)
     n = 1e9 * (c / _C_AT_1B) ** APPROACH1_EXPONENT
@@ -153,12 +163,13 @@ def gpu_hours(flops: float, *, peak_flops: float, mfu: float) -> float:
     >>> gpu_hours(1e20, peak_flops=989e12, mfu=1.5)
     Traceback (most recent call last):
     ...
-    ValueError: mfu must be in (0, 1], got 1.5
+    ValueError: mfu must be in [1e-06, 1], got 1.5
 
-    Raises ``ValueError`` for *flops* or *peak_flops* not > 0, or *mfu* outside (0, 1].
+    Raises ``ValueError`` for *flops* or *peak_flops* outside [1, MAX_COUNT],
+    or *mfu* outside [1e-6, 1].
     """
-    if not 0 < mfu <= 1:
-        raise ValueError(f"mfu must be in (0, 1], got {mfu}")
+    if not 1e-6 <= mfu <= 1:
+        raise ValueError(f"mfu must be in [1e-06, 1], got {mfu}")
     seconds = _positive("flops", flops) / (
         _positive("peak_flops", peak_flops) * mfu
     )
@@ -176,7 +187,7 @@ def overtraining_factor(params: float, tokens: float) -> float:
     >>> round(overtraining_factor(405e9, 15.6e12), 2)  # Llama 3 405B
     1.83
 
-    Raises ``ValueError`` for a count that is not > 0.
+    Raises ``ValueError`` for a count that is not in [1, MAX_COUNT].
     """
     _, d_opt = chinchilla_budget(params)
     return _positive("tokens", tokens) / d_opt
@@ -198,11 +209,14 @@ def lifetime_flops(
     >>> lifetime_flops(1e9, train_tokens=1e9, served_tokens=-1.0)
     Traceback (most recent call last):
     ...
-    ValueError: served_tokens must be >= 0, got -1.0
+    ValueError: served_tokens must be between 0 and 1e+30, got -1.0
 
-    Raises ``ValueError`` for *params* or *train_tokens* not > 0, or negative
-    *served_tokens*.
+    Raises ``ValueError`` for *params* or *train_tokens* not in [1, MAX_COUNT], or
+    *served_tokens* not in [0, MAX_COUNT].
     """
-    if not served_tokens >= 0 or math.isnan(served_tokens):
-        raise ValueError(f"served_tokens must be >= 0, got {served_tokens}")
-    return training_flops(params, train_tokens) + 2 * params * served_tokens
+    if not 0 <= served_tokens <= MAX_COUNT:
+        raise ValueError(
+            f"served_tokens must be between 0 and {MAX_COUNT:.0e}, got {served_tokens}"
+        )
+    n = _positive("params", params)
+    return 6 * n * _positive("train_tokens", train_tokens) + 2 * n * served_tokens
