@@ -191,6 +191,9 @@ latex_show_urls = "footnote"
 # On paper a cross-reference also says where it goes: "... (page 42)".
 latex_show_pagerefs = True
 latex_elements = {
+    # The index at 8 pt and ragged: a method's full dotted class name
+    # (infralens.planner.step_validation.TrainingRun) fits its column.
+    "printindex": r"\footnotesize\raggedright\printindex",
     "papersize": "a4paper",
     "pointsize": "10pt",
     "releasename": "Version",
