@@ -196,8 +196,8 @@ def _link_captions(app: Any, doctree: Any, docname: str) -> None:
         source = Path(blocks[0].get("source", ""))
         if source.parent not in (PACKAGE, PACKAGE / "planner"):
             continue
-        if not source.name.endswith(".py"):
-            continue
+        if not source.name.endswith(".py") or not _objects(source):
+            continue  # viewcode writes no source page for a data-only module
         module = ".".join(source.relative_to(PACKAGE.parent).with_suffix("").parts)
         target = f"_modules/{module.replace('.', '/')}"
         uri = app.builder.get_relative_uri(docname, target)

@@ -92,7 +92,7 @@ def parse(page: Path) -> ArticleText:
 def module_lines() -> set[str]:
     return {
         line.strip()
-        for path in PACKAGE.glob("*.py")
+        for path in PACKAGE.rglob("*.py")
         for line in path.read_text(encoding="utf-8").splitlines()
         if line.strip()
     }
