@@ -288,12 +288,12 @@ def _index_concepts(app: Any, doctree: Any) -> None:
     section = next(iter(doctree.findall(nodes.section)), None)
     if not terms or section is None:
         return
-    ident = f"index-concepts-{docname.replace('/', '-')}"
+    # The entries point at the chapter's own section, not at an empty target: the
+    # HTML search shows a hit's text from its anchor, and an empty one shows nothing.
+    ident = section["ids"][0]
     entries = [("single", term, ident, "main", None) for term in terms]
     index = addnodes.index(entries=entries, inline=False)
-    target = nodes.target("", "", ids=[ident])
     position = 1 if isinstance(section[0], nodes.title) else 0
-    section.insert(position, target)
     section.insert(position, index)
 
 
