@@ -196,9 +196,13 @@ def _link_captions(app: Any, doctree: Any, docname: str) -> None:
         source = Path(blocks[0].get("source", ""))
         if source.parent not in (PACKAGE, PACKAGE / "planner"):
             continue
-        if not source.name.endswith(".py") or not _objects(source):
-            continue  # viewcode writes no source page for a data-only module
+        if not source.name.endswith(".py"):
+            continue
         module = ".".join(source.relative_to(PACKAGE.parent).with_suffix("").parts)
+        # viewcode writes a page only for a module autodoc documented an object of
+        # (its entry in _viewcode_modules, complete once every page is read).
+        if not getattr(app.env, "_viewcode_modules", {}).get(module):
+            continue
         target = f"_modules/{module.replace('.', '/')}"
         uri = app.builder.get_relative_uri(docname, target)
         anchor = _anchor(source, blocks[0].astext())
