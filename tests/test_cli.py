@@ -32,7 +32,7 @@ def test_plan_prints_grid_groups_and_worksheet() -> None:
     assert done.returncode == 0, done.stderr
     assert "node 7: tp0 cp0 pp3 dp1" in done.stdout
     assert "tp (degree 8, nvlink" in done.stdout
-    assert "| TP | 8 | nvlink |" in done.stdout
+    assert "| TP | 8 | nvlink: ranks 0–7 |" in done.stdout  # the group the step prices
     assert "tokens/s per GPU, MFU" in done.stdout and "bound by: compute" in done.stdout
 
 

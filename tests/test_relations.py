@@ -62,6 +62,7 @@ from infralens.planner.ranking import RankedPlan, rank_plans
 from infralens.planner.step import estimate
 from infralens.planner.step_result import Estimate
 from infralens.precision import RECIPES
+from infralens.recipe import cannot_run
 from infralens.topology import Cluster
 
 pytest.importorskip("yaml")
@@ -282,6 +283,12 @@ def test_no_term_is_negative_and_nothing_hides_behind_more_than_the_compute(
             raw[row.axis] += float(row.seconds_per_step)
     hidden = {a: raw[a] - exposed[a] for a in raw}
     compute = terms["compute"]
+    # no axis leaves more exposed than the traffic the worksheet lists for it (DP's
+    # term also carries Transformer Engine's amax reduction, which the table omits)
+    delayed = job.resolved_recipe().scaling == "delayed"
+    for axis, h in hidden.items():
+        if not (axis == "dp" and delayed):
+            assert h >= -1e-6 * max(1.0, raw[axis]), (job, axis, raw, exposed)
     for axis, h in hidden.items():
         assert h <= compute * (1 + 1e-6), (job, axis, raw, exposed, compute)
     # one collective stream at a time: two axes do not hide behind the same compute
@@ -538,6 +545,26 @@ def test_every_row_rank_calls_feasible_fits_its_gpu(job: Job) -> None:
         assert r.estimate.memory_bytes <= hbm, r
         if not r.account_for_embedding_and_loss:
             assert memory(pass_) == r.estimate.memory_bytes, r
+
+
+@RANKING
+@given(RANK_JOBS, st.sampled_from(sorted(RECIPES)))
+@example(job_on("llama3-70b", "dgx-h100", 4, ParallelPlan(tp=8, dp=4), 32768, 16, "ddp",
+                "selective", "1f1b", 1), "deepspeed-zero3-bf16")  # fmt: skip
+def test_rank_proposes_only_plans_the_named_recipe_runs(job: Job, recipe: str) -> None:
+    try:
+        rows = rank_plans(job.config, job.cluster, seq_len=job.seq_len,
+                          global_batch_size=job.global_batch_size, recipe=recipe)  # fmt: skip
+    except ValueError:
+        assume(False)
+        return
+    for r in rows:
+        why = cannot_run(RECIPES[recipe], pp=r.plan.pp, cp=r.plan.cp, schedule=r.schedule)
+        assert why is None, (recipe, r.plan, r.schedule, why)
+    if recipe.startswith("deepspeed"):  # DeepSpeed's engine, read directly
+        zero3 = RECIPES[recipe].zero_stage >= 2
+        assert all(r.plan.cp == 1 and (r.plan.pp == 1 or not zero3) for r in rows), rows
+        assert all(r.schedule == "1f1b" or r.plan.pp == 1 for r in rows), rows
 
 
 # -- the collectives underneath ------------------------------------------------

@@ -15,6 +15,7 @@ from infralens.planner._step_terms import column_gemms
 from infralens.planner.design import compare, fill_worksheet, render_markdown
 from infralens.planner.job import Job
 from infralens.planner.worksheet import STEP_TERMS
+from infralens.planner.worksheet_tables import worksheet_tables
 from infralens.topology import Cluster, parse_node_shape
 
 GB = 10**9
@@ -128,7 +129,8 @@ def test_zero3_gathers_per_wrapped_unit() -> None:
     w = replace(WORK, zero_stage=3)
     flat = fill_worksheet(replace(w, plan=ParallelPlan(tp=8, dp=8)))
     frequencies = [r.frequency for r in flat.comms if r.axis == "dp"]
-    assert sum("per wrapped unit per micro-batch" in f for f in frequencies) == 2
+    # FSDP2 gathers twice and reduce-scatters once per wrapped unit per micro-batch
+    assert sum("per wrapped unit per micro-batch" in f for f in frequencies) == 3
     risks = [r.risk for r in flat.comms if r.axis == "dp"]
     assert ["before each wrapped unit" in r for r in risks] == [True, True, False]
     assert "after each layer's backward" in risks[2] and "; measure " in risks[2]
@@ -136,7 +138,7 @@ def test_zero3_gathers_per_wrapped_unit() -> None:
     piped = fill_worksheet(w)
     frequencies = [r.frequency for r in piped.comms if r.axis == "dp"]
     assert [f.split(": ")[1].split(" ×")[0] for f in frequencies] == [
-        "1 per wrapped unit per step", "1 per layer per step"]  # fmt: skip
+        "1 per wrapped unit per step", "1 per wrapped unit per step"]  # fmt: skip
     assert len(compare([ParallelPlan(tp=8, pp=8), ParallelPlan(tp=8, pp=4, dp=2)], WORK)) == 2
 
 
@@ -183,8 +185,9 @@ def test_the_worksheet_sends_what_the_step_prices() -> None:
     rows = [
         x.bytes_per_step for x in fill_worksheet(replace(z3, plan=plan)).comms if x.axis == "dp"
     ]
-    gather = params * r.gather_bytes // 20
-    grads = params * (4 if r.grad_reduce_in_fp32 else 2) // 20
+    unit = params // 20  # a stage's share over its 20 layers' units, ends included
+    gather = unit * r.gather_bytes
+    grads = unit * (4 if r.grad_reduce_in_fp32 else 2)
     # under the pipeline: one gather per layer in the first forward, one reduce-scatter
     assert rows == [half * gather * 20, half * grads * 20]
 
@@ -404,3 +407,44 @@ def test_the_blank_worksheet_states_the_plan_files_workload_and_its_memory_formu
     )
     assert states == pytest.approx(sheet.model_state_bytes, rel=0.02)
     assert activations == pytest.approx(sheet.activation_bytes, rel=0.03)
+
+
+def test_ddp_lists_the_one_all_reduce_its_step_prices() -> None:
+    """DDP runs each bucket as one NCCL all-reduce: the worksheet lists that call, at
+    its price, not the two ring passes written out (which NCCL prices higher)."""
+    job = replace(WORK, recipe="ddp", plan=ParallelPlan(tp=8, dp=8))
+    rows = [r for r in fill_worksheet(job).comms if r.axis == "dp"]
+    assert [r.collective for r in rows] == ["all_reduce"]
+    grads = job.config.num_params() // 8 * 4  # fp32 gradients of one TP shard
+    group = list(range(0, 64, 8))
+    assert float(rows[0].seconds_per_step) == pytest.approx(
+        predict("all_reduce", grads, H100, group).seconds, rel=1e-6
+    )
+
+
+def test_context_parallel_ranks_join_the_sync_in_the_worksheet() -> None:
+    """With dp = 1 and cp = 8 the state is sharded and synchronised over the 8 CP ranks:
+    the worksheet lists that sync and shards ZeRO 8 ways, as the step and memory do."""
+    job = replace(WORK, plan=ParallelPlan(tp=8, cp=8), seq_len=32768, global_batch_size=8)
+    sheet = fill_worksheet(job)
+    assert {r.collective for r in sheet.comms if r.axis == "dp"} == {
+        "reduce_scatter", "all_gather"}  # fmt: skip
+    zero = next(a for a in sheet.axes if a.axis == "zero")
+    assert zero.degree == 8 and len(zero.group) == 8
+
+
+def test_the_axis_table_names_the_group_the_step_waits_for() -> None:
+    """On 48 GPUs with cp 6, rank 0's DP·CP group stays in one node while others cross
+    nodes: the table prints the slowest group, the one the step prices."""
+    cluster = Cluster.from_node_shape("6_nodes_x_8_gpus", "dgx-h100")
+    plan = ParallelPlan(tp=1, cp=6, pp=4, dp=2)
+    job = Job("llama3-70b", plan, cluster, seq_len=12288, global_batch_size=48)
+    sheet = fill_worksheet(job)
+    dp = next(a for a in sheet.axes if a.axis == "dp")
+    first = plan.groups("dp")[0]
+    assert cluster.tier_of(first).name == "nvlink"  # rank 0's DP group: one node
+    assert dp.placement == "network" and cluster.tier_of(list(dp.group)).name == "network"
+    text = worksheet_tables(sheet)
+    row = next(line for line in text.splitlines() if line.startswith("| DP |"))
+    assert dp.group == tuple(range(12)) and "ranks 0–11" in row, row  # nodes 0 and 1
+    assert "(the slowest group's ranks)" in text

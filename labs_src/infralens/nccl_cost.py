@@ -92,7 +92,17 @@ def _shape(cluster: Cluster, ranks: Iterable[int] | None) -> _Shape:
         raise ValueError("ranks must hold at least one rank")
     if len(set(group)) != len(group):
         raise ValueError("ranks must not repeat a rank")
-    counts = Counter(cluster.domain_of(r) for r in group)
+    d, world = cluster.domain_size, cluster.world_size
+    if (
+        all(type(r) is int for r in group)
+        and min(group) >= 0
+        and max(group) < world
+    ):
+        counts = Counter(
+            r // d for r in group
+        )  # every rank valid: domain = rank // d
+    else:  # domain_of names the first bad rank
+        counts = Counter(cluster.domain_of(r) for r in group)
     per_domain, fewest = max(counts.values()), min(counts.values())
     # [start:adapters]
     s = cluster.system

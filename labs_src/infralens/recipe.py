@@ -130,3 +130,43 @@ def recipe_bytes_of(recipe: Recipe, shards: int) -> Fraction:
         start=Fraction(0),
     )
     # [end:recipe-sum]
+
+
+DEEPSPEED_ENGINE = "deepspeedai/DeepSpeed edaa7221267243c7be7fb49c5d5f5c4fb97b4641"
+"""The DeepSpeed commit whose pipeline engine :func:`cannot_run` follows."""
+
+
+def cannot_run(recipe: Recipe, *, pp: int, cp: int, schedule: str) -> str | None:
+    """Why *recipe*'s framework cannot run a plan with *pp* stages, *cp* context ranks
+    and pipeline *schedule*, or None when it can.
+
+    DeepSpeed (and the ZeRO paper, whose implementation it is) runs a pipeline only in
+    its ``PipelineEngine``, which asserts ZeRO stage < 2
+    (``runtime/pipe/engine.py``) and has one schedule, 1F1B (``TrainSchedule``); its
+    sequence parallelism is DeepSpeed-Ulysses's all-to-all, not the ring attention a
+    ``cp`` degree prices. Megatron-Core and torchtitan run every plan here.
+
+    >>> from infralens.precision import RECIPES
+    >>> cannot_run(RECIPES["deepspeed-zero3-bf16"], pp=4, cp=1, schedule="1f1b")
+    'DeepSpeed runs a pipeline only with ZeRO stage 0 or 1'
+    >>> cannot_run(RECIPES["deepspeed-zero1-bf16"], pp=1, cp=1, schedule="1f1b") is None
+    True
+
+    Raises ``TypeError`` if *recipe* is not a :class:`Recipe`, ``ValueError`` if *pp* or
+    *cp* is below 1.
+    """
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    positive_int("pp", pp)
+    positive_int("cp", cp)
+    if not recipe.framework.startswith(("DeepSpeed", "ZeRO paper")):
+        return None
+    if pp > 1 and recipe.zero_stage >= 2:
+        return "DeepSpeed runs a pipeline only with ZeRO stage 0 or 1"
+    if pp > 1 and schedule != "1f1b":
+        return "DeepSpeed's pipeline runs one schedule, 1F1B"
+    if cp > 1:
+        return (
+            "DeepSpeed has no ring context parallelism (its Ulysses is all-to-all)"
+        )
+    return None

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infralens.model import TransformerConfig
+from infralens.plan import ParallelPlan
 from infralens.planner._step_overlap import hidden
 from infralens.planner._step_terms import BF16, seconds
+from infralens.sharding import padded_shard_size
 from infralens.topology import Cluster
 
 DP_BUCKET_PARAMS = 40_000_000
@@ -33,6 +36,25 @@ class FSDPTraffic:
     later: tuple[float, float]
     waits: float
     after: float = 0.0
+
+
+def unit_params(m: TransformerConfig, plan: ParallelPlan) -> int:
+    """Parameters each FSDP2 unit of a stage gathers and reduce-scatters, per rank of
+    its dp·cp group before sharding: the stage's share of the whole model over its
+    layers, ``ceil(N / (t·p)) // ceil(L / p)``.
+
+    torchtitan wraps the embedding and the output layer as units of their own; their
+    bytes are spread over the layer units here, so a step moves every parameter, but
+    where those two units sit in a pass is not modelled. The worksheet lists the same
+    size per unit.
+
+    >>> from infralens.model import PRESETS
+    >>> m = PRESETS["llama3-8b"]
+    >>> unit_params(m, ParallelPlan(tp=1)) - m.layer_params()  # the two end units
+    32833664
+    """
+    stage = padded_shard_size(m.num_params(), plan.tp * plan.pp)
+    return stage // padded_shard_size(m.layers, plan.pp)
 
 
 def fsdp(

@@ -46,6 +46,7 @@ from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
 from infralens.plan import ParallelPlan
 from infralens.planner._step_groups import amax_group, ring_hop, slowest_group
+from infralens.planner._step_sync import unit_params
 from infralens.planner._step_terms import BF16, amax_reduction
 from infralens.planner.fit import gpu_memory
 from infralens.planner.job import Job
@@ -58,6 +59,7 @@ from infralens.planner.worksheet import (
     AxisRow,
     CommRow,
     Worksheet,
+    group_ranks,
 )
 from infralens.sharding import padded_shard_size
 from infralens.topology import Cluster
@@ -166,20 +168,23 @@ def fill_worksheet(job: Job) -> Worksheet:
     for axis in ("tp", "cp", "pp", "dp"):
         if axis == "cp" and plan.cp == 1:
             continue
-        link = (
-            _slowest(plan, axis, cluster)[0] if getattr(plan, axis) > 1 else "none"
-        )
-        axes.append(AxisRow(axis, getattr(plan, axis), link, REASONS[axis]))
-    sharded = plan.dp if zero else 1
-    where = axes[-1].placement if sharded > 1 else "none"  # the DP row's link
-    axes.append(AxisRow("zero", sharded, where, f"ZeRO-{zero}: " + REASONS["zero"]))
+        # DP's collectives (the gradient sync) run over dp·cp
+        ranks = plan.dp * plan.cp if axis == "dp" else getattr(plan, axis)
+        link, group = _slowest(plan, axis, cluster) if ranks > 1 else ("none", [])
+        row = AxisRow(axis, getattr(plan, axis), link, REASONS[axis], tuple(group))
+        axes.append(row)
+    # ZeRO shards over dp·cp, the DP row's group
+    sharded = plan.dp * plan.cp if zero else 1
+    dp_row = axes[-1] if sharded > 1 else AxisRow("dp", 1, "none", "")
+    reason = f"ZeRO-{zero}: " + REASONS["zero"]
+    axes.append(AxisRow("zero", sharded, dp_row.placement, reason, dp_row.group))
     # [end:axes]
     compute = Fraction(step.breakdown.compute)
     comms = [CommRow("compute", "GEMMs and attention", f"{m:,} micro-batches per step",
                      "GPU", Fraction(0), compute, _trace("compute", ""))]  # fmt: skip
     times = f" × {stage_layers} layers × {m} micro-batches"
     for axis in ("tp", "cp", "pp", "dp"):
-        degree = getattr(plan, axis)
+        degree = plan.dp * plan.cp if axis == "dp" else getattr(plan, axis)
         if degree == 1:
             continue
         link, group = _slowest(plan, axis, cluster)
@@ -224,24 +229,23 @@ def fill_worksheet(job: Job) -> Worksheet:
         # [end:cp-pp-calls]
         # [start:dp-calls]
         else:
-            # DP over dp·cp: gradients in the recipe's reduce dtype, parameters in
-            # its gather dtype; ZeRO-3 moves each layer's share every micro-batch,
-            # or once a step under a pipeline (torchtitan keeps it gathered)
+            # DP over dp·cp; ZeRO-3 moves each unit every micro-batch, or once a
+            # step under a pipeline (torchtitan keeps it gathered)
             piped = zero == 3 and plan.pp > 1
-            for op, what in step_collectives(zero):
+            ops = step_collectives(zero) if zero else [("all_reduce", "gradients")]
+            for op, what in ops:
                 if piped and what == "parameters for backward":
                     continue
                 gathers = op == "all_gather" and zero != 0
-                size = params * (recipe.gather_bytes if gathers else grad)
-                if zero == 3:
-                    unit = "wrapped unit" if gathers else "layer"
+                nbytes = recipe.gather_bytes if gathers else grad
+                if zero == 3:  # the step's unit: the stage's share over its layers
                     every = "per step" if piped else f"per micro-batch{times}"
-                    how = f"1 per {unit} {every}: {what}"
+                    how = f"1 per wrapped unit {every}: {what}"
                     n = stage_layers * (1 if piped else m)
-                    calls.append((op, size // stage_layers, n, how))
+                    calls.append((op, unit_params(cfg, plan) * nbytes, n, how))
                 else:  # the whole shard once a step
                     when = "the optimizer" if gathers else "the last backward"
-                    calls.append((op, size, 1, f"{what}, after {when}"))
+                    calls.append((op, params * nbytes, 1, f"{what}, after {when}"))
         # [end:dp-calls]
         # [start:pricing]
         for op, nbytes, count, how in calls:
@@ -328,12 +332,13 @@ def render_markdown(sheet: Worksheet) -> str:
     >>> c = Cluster.from_node_shape("1_node_x_8_gpus")
     >>> job = Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=2048, global_batch_size=8)
     >>> print(render_markdown(fill_worksheet(job)).splitlines()[4])
-    | DP | 8 | nvlink | replicas (sharded by ZeRO) over the rest; one sync per step |
+    | DP | 8 | nvlink: ranks 0–7 | replicas (sharded by ZeRO) over the rest; one sync per step |
     """
     lines = ["| Axis | Degree | Placement | Reason |", "| --- | ---: | --- | --- |"]
     label = {"zero": "FSDP/ZeRO"}
-    lines += [
-        f"| {label.get(r.axis, r.axis.upper())} | {r.degree} | {r.placement} | {r.reason} |"
+    lines += [  # placement: the link and ranks of the group the step prices
+        f"| {label.get(r.axis, r.axis.upper())} | {r.degree} | {r.placement}"
+        f"{': ' + group_ranks(r.group) if r.group else ''} | {r.reason} |"
         for r in sheet.axes
     ]
     lines += [

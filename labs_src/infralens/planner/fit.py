@@ -37,6 +37,7 @@ memory section.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from infralens._typecheck import check_fields, typed
@@ -53,6 +54,10 @@ from infralens.plan import ParallelPlan
 from infralens.planner.job import Job
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.recipe import Recipe, recipe_bytes_of
+
+# A ranking asks for the same stages' walks thousands of times; a repeat was checked
+# the first time it was asked.
+_in_flight = functools.lru_cache(maxsize=1 << 12)(layers_in_flight)
 
 __all__ = [
     "HBM_BYTES",
@@ -317,10 +322,17 @@ def _gpu_memory(
     )
     head = head_activation_bytes(m, seq_len=sl, micro_batch_size=b, tp=plan.tp, stack=who,
                                  sequence_parallel=sequence_parallel)  # fmt: skip
-    stages = []
+    # Stages with the same chunks and ends differ only in the layers they keep in
+    # flight, so only the earliest with the most of them can be the busiest.
+    most: dict[tuple[object, ...], tuple[int, int]] = {}
     for i, chunk in enumerate(split):  # activations: layers of the chunks in flight
-        units = layers_in_flight(i, plan.pp, chunk, microbatches=microbatches)
-        stage = _stage(m, plan, r, i, sum(chunk), units, act, logits)
+        units = _in_flight(i, plan.pp, tuple(chunk), microbatches=microbatches)
+        key = (tuple(chunk), i == 0, i == plan.pp - 1)
+        if key not in most or units > most[key][1]:
+            most[key] = (i, units)
+    stages = []
+    for i, units in sorted(most.values()):
+        stage = _stage(m, plan, r, i, sum(split[i]), units, act, logits)
         held = working + (
             head if i == plan.pp - 1 else 0
         )  # the last stage keeps the head's

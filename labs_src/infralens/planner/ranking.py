@@ -34,7 +34,7 @@ from infralens.planner.job import Job
 from infralens.planner.step import _estimate
 from infralens.planner.step_result import Estimate
 from infralens.precision import DEFAULT_RECIPE, RECIPES
-from infralens.recipe import Recipe
+from infralens.recipe import Recipe, cannot_run
 from infralens.topology import Cluster
 
 __all__ = [
@@ -233,6 +233,10 @@ def rank_plans(
         )  # the embedding and the loss take a layer's slot
         for schedule, chunks in _options(m, plan.pp):
             for name in recipes:
+                if cannot_run(
+                    RECIPES[name], pp=plan.pp, cp=plan.cp, schedule=schedule
+                ):
+                    continue  # a plan the recipe's framework cannot run
                 for recompute in ("selective", "full"):
                     try:
                         e = _estimate(

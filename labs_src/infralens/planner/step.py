@@ -310,7 +310,7 @@ def _estimate(
     local = m.num_params() / (plan.tp * plan.pp)
     grad_bytes = 4 if fp32_grads else comm.BF16
     fsdp = sync.fsdp(
-        int(m.layer_params() / plan.tp), cluster, dp_group,
+        sync.unit_params(m, plan), cluster, dp_group,
         microbatches=n_mb, pipelined=plan.pp > 1, grad_bytes=grad_bytes,
         gather_bytes=r.gather_bytes,
     ) if zero_stage == 3 and len(dp_group) > 1 else None  # fmt: skip
@@ -331,6 +331,9 @@ def _estimate(
     later_fwd, later_bwd = layer(fsdp.later if fsdp else (0.0, 0.0))
     later = later_fwd + later_bwd
     first = sum(layer(fsdp.first), path.Exposed()) if fsdp else later
+    # the layer whose gather waited (fsdp.waits) prefetches nothing in its forward
+    lead = [sum(layer((0.0, t[1])), path.Exposed()) for t in (fsdp.first, fsdp.later)
+            ] if fsdp else [first, later]  # fmt: skip
     # [end:critical-path]
 
     # [start:pipeline-pace]
@@ -344,7 +347,8 @@ def _estimate(
         per_stage, split, per_layer_comm=later.tp + later.cp + later.slowdown,
         one_send=one, schedule=sched, chunks=v, microbatches=n_mb,
     )  # fmt: skip
-    step_layers = first * pace.layers + later * (pace.layers * (n_mb - 1))
+    rest = pace.layers - 1  # each micro-batch: its lead layer and the rest
+    step_layers = first * rest + lead[0] + (later * rest + lead[1]) * (n_mb - 1)
     compute = n_mb * pace.compute + step_layers.slowdown
     tp, cp = step_layers.tp, step_layers.cp
     pp_bubble, pp_p2p = pace.bubble, pace.p2p

@@ -44,7 +44,7 @@ REASONS = {
     "cp": "splits the sequence of every layer; exchanges K/V per layer",
     "pp": "splits depth into stages; only neighbours talk",
     "dp": "replicas (sharded by ZeRO) over the rest; one sync per step",
-    "zero": "shards optimizer state (ZeRO-1/2) or everything (ZeRO-3/FSDP) over the DP group",
+    "zero": "shards optimizer state (ZeRO-1/2) or everything (ZeRO-3/FSDP) over dp·cp",
 }
 
 TRACES = {
@@ -82,15 +82,29 @@ STEP_TERMS = {
 
 @dataclass(frozen=True)
 class AxisRow:
-    """One row of the axis table."""
+    """One row of the axis table: *group* is the one its collectives wait for, the
+    slowest of the axis's groups (empty at degree 1)."""
 
     axis: str
     degree: int
     placement: str
     reason: str
+    group: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+
+def group_ranks(group: tuple[int, ...]) -> str:
+    """One group's ranks: a run as ``0–7``, else listed (at most four, then ``…``).
+
+    >>> group_ranks((8, 9, 10, 11)), group_ranks((0, 8, 16, 24, 32))
+    ('ranks 8–11', 'ranks 0, 8, 16, 24, …')
+    """
+    if len(group) > 2 and group == tuple(range(group[0], group[-1] + 1)):
+        return f"ranks {group[0]}–{group[-1]}"
+    shown = ", ".join(str(r) for r in group[:4])
+    return f"ranks {shown}{', …' if len(group) > 4 else ''}"
 
 
 @dataclass(frozen=True)

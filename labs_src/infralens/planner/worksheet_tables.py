@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from infralens._typecheck import typed
 from infralens.planner.step_result import Estimate
-from infralens.planner.worksheet import STEP_TERMS, Worksheet
+from infralens.planner.worksheet import STEP_TERMS, Worksheet, group_ranks
 
 __all__ = ["worksheet_tables"]
 
@@ -23,14 +23,6 @@ LINK_WORDS = {
     "network": "network, between nodes",
 }
 """How a tier name reads in the worksheet's tables."""
-
-
-def _ranks(group: list[int]) -> str:
-    """One group's ranks: a run as ``0–7``, else listed (at most four, then ``…``)."""
-    if len(group) > 2 and group == list(range(group[0], group[-1] + 1)):
-        return f"ranks {group[0]}–{group[-1]}"
-    shown = ", ".join(str(r) for r in group[:4])
-    return f"ranks {shown}{', …' if len(group) > 4 else ''}"
 
 
 def _risk(sheet: Worksheet, e: Estimate, axis: str) -> str:
@@ -47,7 +39,8 @@ def _risk(sheet: Worksheet, e: Estimate, axis: str) -> str:
 def worksheet_tables(sheet: Worksheet) -> str:
     """The filled worksheet as MyST: the axis table, the traffic table and the step's terms.
 
-    Placement names one group's ranks and the slowest link it crosses; the
+    Placement names the axis's slowest group (the one the step prices: DP's spans
+    dp·cp ranks) and the link it crosses; the
     traffic table gives each collective's calls per step, its bytes sent per GPU
     per step and its seconds per step before overlap (the row's own price), and
     its risk: what a profiler trace would show and how to measure it, with, on
@@ -71,7 +64,7 @@ def worksheet_tables(sheet: Worksheet) -> str:
     >>> for line in text.splitlines():
     ...     if line.startswith("```{table}"):
     ...         print(line.removeprefix("```{table} "))
-    Axes: degree, placement (one group's ranks) and reason
+    Axes: degree, placement (the slowest group's ranks) and reason
     Communication: bytes and seconds per GPU per step
     The step's terms: seconds on the critical path and share
     >>> risk = next(r for r in text.splitlines() if r.startswith("| TP all-gather"))
@@ -85,14 +78,12 @@ def worksheet_tables(sheet: Worksheet) -> str:
     TypeError: sheet must be a Worksheet, got NoneType
     """
     label = {"zero": "FSDP/ZeRO"}
-    out = ["```{table} Axes: degree, placement (one group's ranks) and reason",
+    out = ["```{table} Axes: degree, placement (the slowest group's ranks) and reason",
            "| Axis | Degree | Placement | Reason |", "| --- | ---: | --- | --- |"]  # fmt: skip
     for a in sheet.axes:
         where = LINK_WORDS.get(a.placement, "no group: degree 1")
-        if a.degree > 1:
-            where += ": " + _ranks(
-                sheet.plan.groups("dp" if a.axis == "zero" else a.axis)[0]
-            )
+        if a.group:  # the group its collectives wait for, as the step prices it
+            where += ": " + group_ranks(a.group)
         out.append(
             f"| {label.get(a.axis, a.axis.upper())} | {a.degree} | {where} | {a.reason} |"
         )
