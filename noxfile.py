@@ -181,16 +181,17 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def fuzz(session: nox.Session) -> None:
-    """The input contract (tests/test_contract.py) with a bigger budget; prints the cases
-    run. The planner's relations (tests/test_relations.py) run in `nox -s tests`;
-    INFRALENS_FUZZ_EXAMPLES set in the environment widens their search too."""
+    """The input contract (tests/test_contract.py) and the planner's relations
+    (tests/test_relations.py) with a bigger budget, shrinking any failure to its
+    smallest job; prints the contract cases run. `nox -s tests` runs the relations
+    at a small budget."""
     session.install("-e", ".[tests]")
     examples = session.posargs[0] if session.posargs else "250"
     report = BUILD / "fuzz-cases.txt"
     report.parent.mkdir(exist_ok=True)
     report.unlink(missing_ok=True)
     env = {"INFRALENS_FUZZ_EXAMPLES": examples, "INFRALENS_FUZZ_REPORT": str(report)}
-    files = ("tests/test_contract.py",)
+    files = ("tests/test_contract.py", "tests/test_relations.py")
     session.run("pytest", "-q", "-p", "no:cacheprovider", *files, env=env)
     counts = [int(line.split()[1]) for line in report.read_text().splitlines()]
     session.log(f"{sum(counts)} cases over {len(counts)} callables ({examples} examples each)")
