@@ -27,6 +27,14 @@ def test_the_sheet_quotes_the_package() -> None:
         seq_len=4096, micro_batch_size=1, hidden=8192, tp=8, sequence_parallel=True
     )
     assert f"{sent / 1e6:.1f} MB" in sheet
+    from infralens.vocab_parallel import padded_vocab
+    from infralens.zero import accumulation_bytes_per_rank
+
+    assert f"| {padded_vocab(128256, tp=8)} (128,256" in sheet
+    ratio = accumulation_bytes_per_rank(
+        10**9, dp_size=8, stage=2, microbatches=16
+    ) / accumulation_bytes_per_rank(10**9, dp_size=8, stage=1, microbatches=16)
+    assert f"{ratio.numerator}/{ratio.denominator} and 24 at $m = 16$" in sheet
 
 
 def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
@@ -39,6 +47,16 @@ def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
         "Activations per layer",
         "MFU",
         "Global batch",
+        "GEMM arithmetic intensity",
+        "Tile and wave quantisation",
+        "Tokens per GPU for DP to hide",
+        "Vocabulary padding",
+        "Vocabulary-parallel loss",
+        "bf16 ring reduction error",
+        "ZeRO traffic with $m$ micro-batches",
+        "Hybrid CP",
+        "MoE auxiliary-loss gradient",
+        "Block-scale overhead",
     ):
         assert f"| {quantity}" in sheet, quantity
     assert "**Rules of thumb.**" in sheet

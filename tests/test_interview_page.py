@@ -100,7 +100,17 @@ def test_every_card_has_a_label_the_map_links() -> None:
     assert [(int(a), int(b)) for a, b in pairs] == [(n, n) for n in cards()]
 
 
-NUMBER_WORDS = {17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty", 21: "twenty-one"}
+NUMBER_WORDS = {
+    17: "seventeen",
+    18: "eighteen",
+    19: "nineteen",
+    20: "twenty",
+    21: "twenty-one",
+    22: "twenty-two",
+    23: "twenty-three",
+    24: "twenty-four",
+    25: "twenty-five",
+}
 
 
 def test_pages_that_count_the_cards_count_them_right() -> None:
