@@ -31,4 +31,8 @@ def test_bad_input() -> None:
     with pytest.raises(ValueError, match="mode must be one of"):
         ring_sum([1.0], "fp16")
     with pytest.raises(ValueError, match="x must be finite"):
+        round_bf16(float("nan"))
+    with pytest.raises(TypeError, match="x must"):
         round_bf16(float("inf"))
+    with pytest.raises(ValueError, match="x must lie within fp32's range"):
+        round_bf16(1e39)

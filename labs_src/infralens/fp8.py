@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from infralens._typecheck import typed
 from infralens._validate import check_choice, divisible, positive_int
 from infralens.compute import gemm_flops_per_token
 from infralens.memory import RECOMPUTE, STACKS, _model
@@ -70,6 +71,7 @@ activations and gradients, 128×128 for weights), ``MXFP8BlockScaling`` (E8M0 pe
 32) and ``NVFP4BlockScaling`` (E2M1 values, E4M3 per 16, plus one FP32 per tensor)."""
 
 
+@typed
 def block_scale_overhead(fmt: str) -> Fraction:
     """Scale bytes per payload byte of a block-scaled format.
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._typecheck import check_fields
+from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
 
 __all__ = [
@@ -39,6 +39,7 @@ H100_SMS = 132
 Architecture whitepaper: 132 SMs on the SXM5 board, 114 on PCIe)."""
 
 
+@typed
 def arithmetic_intensity(
     m: int, n: int, k: int, *, bytes_per_element: int = 2
 ) -> Fraction:
@@ -62,6 +63,7 @@ def arithmetic_intensity(
     return Fraction(2 * m * n * k, b * (m * k + k * n + m * n))
 
 
+@typed
 def ridge_point(flops_per_s: int, bytes_per_s: int) -> Fraction:
     """FLOPs per byte at which a kernel stops being memory-bound: peak / bandwidth.
 
@@ -101,6 +103,7 @@ class Quantisation:
         return self.tile_efficiency * self.wave_efficiency
 
 
+@typed
 def quantisation(
     m: int, n: int, *, tile_m: int = 128, tile_n: int = 256, sms: int = H100_SMS
 ) -> Quantisation:

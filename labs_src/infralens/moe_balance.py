@@ -27,11 +27,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+from infralens._typecheck import typed
 from infralens._validate import nonnegative_int, nonnegative_number, positive_int
 
 __all__ = ["aux_loss_gradient", "balance_steps", "bias_update", "route_with_bias"]
 
 
+@typed
 def aux_loss_gradient(
     probs: Sequence[Sequence[Fraction]],
     load: Sequence[int],
@@ -77,6 +79,7 @@ def aux_loss_gradient(
     return out
 
 
+@typed
 def route_with_bias(
     scores: Sequence[Sequence[Fraction]], bias: Sequence[Fraction], *, top_k: int
 ) -> list[tuple[int, ...]]:
@@ -110,6 +113,7 @@ def route_with_bias(
     return routes
 
 
+@typed
 def bias_update(
     bias: Sequence[Fraction], load: Sequence[int], *, gamma: Fraction
 ) -> tuple[Fraction, ...]:
@@ -138,6 +142,7 @@ def bias_update(
     )
 
 
+@typed
 def balance_steps(
     scores: Sequence[Sequence[Fraction]], *, top_k: int, gamma: Fraction, steps: int
 ) -> list[int]:

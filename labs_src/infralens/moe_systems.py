@@ -132,6 +132,7 @@ def expected_nodes(experts: int, nodes: int, top_k: int) -> Fraction:
     return n * (1 - Fraction(comb(e - e // n, k), comb(e, k)))
 
 
+@typed
 def forwarding_budget(
     *, node_limit: int, nvlink_bytes_per_s: int, network_bytes_per_s: int
 ) -> tuple[Fraction, Fraction]:

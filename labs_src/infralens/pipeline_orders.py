@@ -20,6 +20,7 @@ Megatron-LM's (rounds of p) or PyTorch 2.13's (:func:`torch_round_size`).
 
 from __future__ import annotations
 
+from infralens._typecheck import typed
 from infralens._validate import check_choice, describe, divisible, positive_int
 
 __all__ = [
@@ -67,6 +68,7 @@ def torch_round_size(*, stages: int, microbatches: int) -> int:
     return m // rounds
 
 
+@typed
 def megatron_group_size(
     *, stages: int, microbatches: int, group: int | None = None
 ) -> int:

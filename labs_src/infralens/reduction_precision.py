@@ -28,24 +28,40 @@ import math
 import struct
 from collections.abc import Sequence
 
+from infralens._typecheck import typed
 from infralens._validate import check_choice
 
 __all__ = ["MODES", "relative_error", "ring_sum", "round_bf16", "round_fp32"]
 
 MODES = ("bf16", "fp32-accumulate", "fp32")
 
+FP32_MAX = 3.4028234663852886e38
+"""The largest finite fp32 value, (2 − 2⁻²³) · 2¹²⁷; bf16 shares its exponent range."""
 
+
+@typed
 def round_fp32(x: float) -> float:
     """*x* rounded to the nearest fp32 value.
 
     >>> round_fp32(0.1)
     0.10000000149011612
-    >>> round_fp32(float("inf"))
-    inf
+    >>> round_fp32(1e39)
+    Traceback (most recent call last):
+    ...
+    ValueError: x must lie within fp32's range (|x| <= 3.4028234663852886e+38), got 1e+39
+
+    Raises ``ValueError`` for a non-finite value or one beyond fp32's largest.
     """
+    if not math.isfinite(x):
+        raise ValueError(f"x must be finite, got {x}")
+    if abs(x) > FP32_MAX:
+        raise ValueError(
+            f"x must lie within fp32's range (|x| <= {FP32_MAX}), got {x}"
+        )
     return float(struct.unpack(">f", struct.pack(">f", x))[0])
 
 
+@typed
 def round_bf16(x: float) -> float:
     """*x* rounded to the nearest bf16 value (ties to even), via its fp32 bits.
 
@@ -60,15 +76,15 @@ def round_bf16(x: float) -> float:
     ...
     ValueError: x must be finite, got nan
 
-    Raises ``ValueError`` for a NaN or infinite value.
+    Raises ``ValueError`` for a NaN or infinite value or one beyond fp32's range
+    (a finite value that rounds past bf16's largest becomes ``inf``, as in IEEE).
     """
-    if not math.isfinite(x):
-        raise ValueError(f"x must be finite, got {x}")
-    (bits,) = struct.unpack(">I", struct.pack(">f", x))
+    (bits,) = struct.unpack(">I", struct.pack(">f", round_fp32(x)))
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return float(struct.unpack(">f", struct.pack(">I", bits))[0])
 
 
+@typed
 def ring_sum(values: Sequence[float], mode: str = "bf16") -> float:
     """The sum a ring reduction leaves for one chunk, hop by hop, in *mode*.
 
@@ -104,6 +120,7 @@ def ring_sum(values: Sequence[float], mode: str = "bf16") -> float:
     # [end:ring-hops]
 
 
+@typed
 def relative_error(values: Sequence[float], mode: str = "bf16") -> float:
     """(ring_sum − exact sum) / exact sum, the exact sum taken in Python's float64.
 

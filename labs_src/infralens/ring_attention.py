@@ -221,6 +221,7 @@ class HybridBytes:
         check_fields(self)
 
 
+@typed
 def hybrid_bytes(
     seq_len: int,
     *,

@@ -136,6 +136,7 @@ def axis_roofline(
     return rows
 
 
+@typed
 def dp_tokens_per_gpu(
     machine_flops_per_byte: float,
     *,

@@ -32,7 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infralens._typecheck import check_fields
+from infralens._typecheck import check_fields, typed
 from infralens._validate import divisible, positive_int, rank_in
 
 __all__ = [
@@ -48,6 +48,7 @@ DIVISIBLE_BY = 128
 """Megatron-LM's ``--make-vocab-size-divisible-by`` default (arguments.py at d98e8a6)."""
 
 
+@typed
 def padded_vocab(vocab: int, *, tp: int, divisible_by: int = DIVISIBLE_BY) -> int:
     """The vocabulary Megatron-LM allocates: *vocab* rounded up to divisible_by × tp.
 
@@ -69,6 +70,7 @@ def padded_vocab(vocab: int, *, tp: int, divisible_by: int = DIVISIBLE_BY) -> in
     return -(-v // multiple) * multiple
 
 
+@typed
 def vocab_range(padded: int, *, tp: int, rank: int) -> tuple[int, int]:
     """Rows [start, end) of the (padded) vocabulary that *rank* holds.
 
@@ -94,6 +96,7 @@ def _split(rows: int, tp: int) -> list[tuple[int, int]]:
     return [vocab_range(rows, tp=tp, rank=r) for r in range(tp)]
 
 
+@typed
 def parallel_embedding(
     tokens: Sequence[int], table: Sequence[Sequence[float]], *, tp: int
 ) -> list[list[float]]:
@@ -128,6 +131,7 @@ def parallel_embedding(
     return out
 
 
+@typed
 def parallel_cross_entropy(
     logits: Sequence[Sequence[float]], targets: Sequence[int], *, tp: int
 ) -> list[float]:
@@ -191,6 +195,7 @@ class CrossEntropyTraffic:
         check_fields(self)
 
 
+@typed
 def cross_entropy_traffic(
     *, tokens: int, vocab: int, tp: int
 ) -> CrossEntropyTraffic:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._typecheck import check_fields
+from infralens._typecheck import check_fields, typed
 from infralens._validate import describe, nonnegative_int, positive_int
 from infralens.collectives import ring_bytes_sent
 from infralens.sharding import padded_shard_size
@@ -210,6 +210,7 @@ def communication_bytes_per_rank(
     # [end:price-passes]
 
 
+@typed
 def accumulation_bytes_per_rank(
     num_params: int,
     *,
