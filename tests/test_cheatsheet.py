@@ -37,6 +37,17 @@ def test_the_sheet_quotes_the_package() -> None:
         10**9, dp_size=8, stage=2, microbatches=16
     ) / accumulation_bytes_per_rank(10**9, dp_size=8, stage=1, microbatches=16)
     assert f"{ratio.numerator}/{ratio.denominator} and 24 at $m = 16$" in sheet
+    from infralens.hardware import MAMF_BF16
+    from infralens.model import PRESETS
+    from infralens.offload import cpu_adam_break_even_tokens
+
+    one_host = cpu_adam_break_even_tokens(
+        PRESETS["llama3-8b"].num_params(),
+        dp_size=8,
+        ranks_per_host=8,
+        flops_per_s=MAMF_BF16["h100-sxm5-80gb"],
+    )
+    assert f"covered from {one_host:,} tokens per GPU on 1 host" in sheet
 
 
 def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
@@ -63,6 +74,7 @@ def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
         "ZeRO traffic with $m$ micro-batches",
         "Hybrid CP",
         "MoE auxiliary-loss gradient",
+        "Host Adam under optimizer offload",
         "Block-scale overhead",
     ):
         assert f"| {quantity}" in sheet, quantity
