@@ -244,7 +244,7 @@ def _rows_added() -> list[tuple[str, str, str]]:
             "Host Adam under optimizer offload",
             "ranks per host $\\times \\Psi/N_d$ ÷ CPU-Adam rate, vs $6\\Psi T$ ÷ GPU rate",
             f"covered from {hosts[0]:,} tokens per GPU on 1 host, {hosts[1]:,} on 8 "
-            "(Llama 3 8B, H100 measured BF16 matmul rate)",
+            "(Llama 3 8B on H100s)",
         )
     )
     rows.append(
