@@ -16,13 +16,21 @@ from infralens.checkpoint_writes import write_seconds
 from infralens.collectives import bus_bandwidth_factor
 from infralens.compute import mfu, model_flops_per_token
 from infralens.compute_budget import chinchilla_budget, gpu_hours, training_flops
-from infralens.hardware import GPUS
+from infralens.fp8 import block_scale_overhead
+from infralens.gemm import arithmetic_intensity, quantisation, ridge_point
+from infralens.hardware import GPUS, MAMF_BF16
 from infralens.memory import activation_bytes_per_layer
 from infralens.model import PRESETS
+from infralens.offload import cpu_adam_break_even_tokens
 from infralens.pipeline import bubble_fraction
 from infralens.precision import recipe_bytes
+from infralens.reduction_precision import relative_error
+from infralens.ring_attention import hybrid_bytes
+from infralens.roofline import axis_roofline, dp_tokens_per_gpu
 from infralens.tensor_parallel_comm import layer_bytes_sent
-from infralens.zero import STAGES, model_state_bytes
+from infralens.topology import Cluster
+from infralens.vocab_parallel import cross_entropy_traffic, padded_vocab
+from infralens.zero import STAGES, accumulation_bytes_per_rank, model_state_bytes
 
 PSI = 7_500_000_000  # the ZeRO paper's worked example
 N_D = 64
@@ -135,6 +143,118 @@ def _rows() -> list[tuple[str, str, str]]:
             f"{t:.1f} s (980 GB from 128 nodes, 200 GB/s storage)",
         )
     )
+    rows += _rows_added()
+    return rows
+
+
+def _rows_added() -> list[tuple[str, str, str]]:
+    """GEMM roofline, vocabulary parallelism, reduction precision, ZeRO with pipelines,
+    the per-GPU data-parallel threshold, hybrid CP, MoE balancing, offload's host Adam
+    and block scales."""
+    rows: list[tuple[str, str, str]] = []
+    ridge = ridge_point(989_500 * 10**9, 3_350 * 10**9)
+    ai = arithmetic_intensity(8192, 8192, 8192)
+    rows.append(
+        (
+            "GEMM arithmetic intensity against the ridge point",
+            "$2mnk / (2(mk + kn + mn))$ vs peak / HBM bandwidth",
+            f"{float(ai):.0f} for $8192^3$; H100 ridge {float(ridge):.0f} FLOP/byte",
+        )
+    )
+    q = quantisation(4096, 4097)
+    rows.append(
+        (
+            "Tile and wave quantisation",
+            "$\\lceil m/128\\rceil\\lceil n/256\\rceil$ tiles in $\\lceil$tiles/132$\\rceil$ waves",
+            f"{float(q.efficiency):.3f} of peak for $4096 \\times 4097$ ({q.tiles} tiles)",
+        )
+    )
+    cluster = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+    t = dp_tokens_per_gpu(axis_roofline("llama3-70b", cluster)[2].machine_flops_per_byte)
+    rows.append(
+        (
+            "Tokens per GPU for DP to hide (nothing overlapped)",
+            "ratio $\\cdot 8/6 \\cdot (N/N_{active}) / M$",
+            f"{t:.0f} at $M = 1$, {t / 128:.0f} at $M = 128$ (DGX H100 network)",
+        )
+    )
+    v = padded_vocab(128256, tp=8)
+    traffic = cross_entropy_traffic(tokens=8192, vocab=v, tp=8)
+    rows.append(
+        ("Vocabulary padding", "$\\lceil V/(128t)\\rceil \\cdot 128t$", f"{v} (128,256 at $t = 8$)")
+    )
+    rows.append(
+        (
+            "Vocabulary-parallel loss",
+            "3 all-reduces of $b s$ fp32 (max, target, sum of exp)",
+            f"{traffic.three_all_reduces / 1e3:.0f} kB vs {traffic.gather_logits / 1e9:.2f} GB "
+            "to gather logits ($t = 8$, 8K tokens)",
+        )
+    )
+    grads = [1 + (i % 7) / 64 for i in range(512)]
+    rows.append(
+        (
+            "bf16 ring reduction error",
+            "partial sums rounded each hop",
+            f"{relative_error(grads, 'bf16'):+.1%} at 512 ranks; "
+            f"{relative_error(grads, 'fp32-accumulate'):+.0e} with fp32 accumulation",
+        )
+    )
+    one = accumulation_bytes_per_rank(10**9, dp_size=8, stage=1, microbatches=16)
+    two, three = (
+        accumulation_bytes_per_rank(10**9, dp_size=8, stage=s, microbatches=16) / one
+        for s in (2, 3)
+    )
+    rows.append(
+        (
+            "ZeRO traffic with $m$ micro-batches, vs stage 1",
+            "stage 2: $(m + 1)/2$; stage 3: $3m/2$",
+            f"{_frac(two)} and {_frac(three)} at $m = 16$",
+        )
+    )
+    shape = {"heads": 128, "kv_heads": 8, "head_dim": 128}
+    hybrid = hybrid_bytes(131072, ulysses=8, ring=2, **shape)
+    ring = hybrid_bytes(131072, ulysses=1, ring=16, **shape)
+    rows.append(
+        (
+            "Hybrid CP ($u$ Ulysses x $r$ ring), K/V across nodes",
+            "$(r-1)$ blocks of $s/r$ tokens, kv\\_heads$/u$",
+            f"{hybrid.ring / 2**20:.0f} MiB per layer ($u = 8$, $r = 2$, 128K) vs "
+            f"{ring.ring / 2**20:.0f} MiB ring",
+        )
+    )
+    rows.append(
+        (
+            "MoE auxiliary-loss gradient",
+            "$\\partial L/\\partial z_{tj} = (\\alpha N/T)\\,p_{tj}(f_j - \\sum_i f_i p_{ti})$",
+            "zero at balance; the bias of aux-loss-free balancing moves by $\\pm\\gamma$",
+        )
+    )
+    hosts = [
+        cpu_adam_break_even_tokens(
+            PRESETS["llama3-8b"].num_params(),
+            dp_size=d,
+            ranks_per_host=8,
+            flops_per_s=MAMF_BF16["h100-sxm5-80gb"],
+        )
+        for d in (8, 64)
+    ]
+    rows.append(
+        (
+            "Host Adam under optimizer offload",
+            "ranks per host $\\times \\Psi/N_d$ ÷ CPU-Adam rate, vs $6\\Psi T$ ÷ GPU rate",
+            f"covered from {hosts[0]:,} tokens per GPU on 1 host, {hosts[1]:,} on 8 "
+            "(Llama 3 8B on H100s)",
+        )
+    )
+    rows.append(
+        (
+            "Block-scale overhead",
+            "scale bytes / (block x element bytes)",
+            f"NVFP4 {_frac(block_scale_overhead('nvfp4'))}, MXFP8 "
+            f"{_frac(block_scale_overhead('mxfp8'))}",
+        )
+    )
     return rows
 
 
@@ -150,6 +270,8 @@ RULES = [
     "- A pending row remap does not take a GPU out; a remapping failure (Xid 64) does.",
     "- A NaN's origin is in per-rank, per-layer statistics taken before the all-reduce.",
     "- `Using network Socket` in NCCL's log means no RDMA: fix it before tuning.",
+    "- With pipeline parallelism, shard the optimizer state (ZeRO-1), not gradients or "
+    "parameters: stages 2 and 3 pay per micro-batch.",
 ]
 
 

@@ -192,7 +192,8 @@ def landing_markdown() -> str:
         ),
         "size and place a real job": (
             "What fits in one GPU, the axes the planner chooses between (ZeRO, "
-            "FSDP, tensor, pipeline and context parallelism), how the plan places "
+            "FSDP, tensor, pipeline and context parallelism) and an MoE's expert "
+            "layout, how the plan places "
             "ranks, which links its collectives cross, what the step costs, and "
             "what keeps it running."
         ),

@@ -29,6 +29,25 @@ def test_the_sheet_quotes_the_package() -> None:
     assert f"{sent / 1e6:.1f} MB" in sheet
     assert "205.1B tokens for 10B parameters" in sheet  # Hoffmann et al., Table 3
     assert "| 3/2 and 3 at $B = 2B_{crit}$ |" in sheet
+    from infralens.vocab_parallel import padded_vocab
+    from infralens.zero import accumulation_bytes_per_rank
+
+    assert f"| {padded_vocab(128256, tp=8)} (128,256" in sheet
+    ratio = accumulation_bytes_per_rank(
+        10**9, dp_size=8, stage=2, microbatches=16
+    ) / accumulation_bytes_per_rank(10**9, dp_size=8, stage=1, microbatches=16)
+    assert f"{ratio.numerator}/{ratio.denominator} and 24 at $m = 16$" in sheet
+    from infralens.hardware import MAMF_BF16
+    from infralens.model import PRESETS
+    from infralens.offload import cpu_adam_break_even_tokens
+
+    one_host = cpu_adam_break_even_tokens(
+        PRESETS["llama3-8b"].num_params(),
+        dp_size=8,
+        ranks_per_host=8,
+        flops_per_s=MAMF_BF16["h100-sxm5-80gb"],
+    )
+    assert f"covered from {one_host:,} tokens per GPU on 1 host" in sheet
 
 
 def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
@@ -46,6 +65,17 @@ def test_the_sheet_covers_every_formula_the_labs_teach() -> None:
         "GPU-hours",
         "Critical batch",
         "Checkpoint write time",
+        "GEMM arithmetic intensity",
+        "Tile and wave quantisation",
+        "Tokens per GPU for DP to hide",
+        "Vocabulary padding",
+        "Vocabulary-parallel loss",
+        "bf16 ring reduction error",
+        "ZeRO traffic with $m$ micro-batches",
+        "Hybrid CP",
+        "MoE auxiliary-loss gradient",
+        "Host Adam under optimizer offload",
+        "Block-scale overhead",
     ):
         assert f"| {quantity}" in sheet, quantity
     assert "**Rules of thumb.**" in sheet

@@ -102,4 +102,4 @@ def test_each_url_prints_once(formatted: dict[str, str]) -> None:
 def test_titles_keep_their_capitalisation(formatted: dict[str, str]) -> None:
     assert "DistributedDataParallel" in formatted["pytorch_ddp"]
     assert "ZeRO" in formatted["rajbhandari2020zero"]
-    assert "MXFP8BlockScaling and NVFP4BlockScaling (format E2M1)" in formatted["te_recipes_215"]
+    assert "NVFP4BlockScaling (E2M1 values, E4M3 scale" in formatted["te_recipes_28"]

@@ -108,6 +108,8 @@ NUMBER_WORDS = {
     21: "twenty-one",
     22: "twenty-two",
     23: "twenty-three",
+    24: "twenty-four",
+    25: "twenty-five",
 }
 
 

@@ -89,3 +89,18 @@ def test_min_block_tokens_is_where_ring_steps_start_to_hide(
 def test_bad_arguments_raise_naming_the_argument(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         call()  # type: ignore[operator]
+
+
+def test_hybrid_context_parallel_keeps_the_ring_block_and_cuts_its_steps() -> None:
+    from infralens.context_parallel import ulysses_bytes
+    from infralens.ring_attention import hybrid_bytes, ring_kv_block_bytes
+
+    shape = {"heads": 64, "kv_heads": 8, "head_dim": 128}
+    pure_ring = hybrid_bytes(65536, ulysses=1, ring=16, **shape)
+    assert pure_ring.all_to_all == 0
+    assert pure_ring.ring == 15 * ring_kv_block_bytes(65536, 16, 8, 128)
+    pure_ulysses = hybrid_bytes(65536, ulysses=8, ring=1, **shape)
+    assert pure_ulysses.ring == 0
+    assert pure_ulysses.all_to_all == ulysses_bytes(65536, 8, 64, 8, 128).total
+    mixed = hybrid_bytes(65536, ulysses=4, ring=4, **shape)
+    assert mixed.ring == 3 * ring_kv_block_bytes(65536, 16, 8, 128)

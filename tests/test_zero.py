@@ -62,3 +62,17 @@ def test_communication_volume_per_stage() -> None:
 def test_bad_input_names_the_argument(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()  # type: ignore[operator]
+
+
+def test_accumulation_multiplies_stage_two_and_three_traffic() -> None:
+    from infralens.zero import accumulation_bytes_per_rank, communication_bytes_per_rank
+
+    for m in (1, 4, 32):
+        base = communication_bytes_per_rank(10**6, dp_size=4, stage=1)
+        assert accumulation_bytes_per_rank(10**6, dp_size=4, stage=1, microbatches=m) == base
+        stage3 = communication_bytes_per_rank(10**6, dp_size=4, stage=3)
+        assert accumulation_bytes_per_rank(10**6, dp_size=4, stage=3, microbatches=m) == m * stage3
+    # one micro-batch: stage 2 costs what stage 1 does
+    assert accumulation_bytes_per_rank(10**6, dp_size=4, stage=2, microbatches=1) == (
+        communication_bytes_per_rank(10**6, dp_size=4, stage=2)
+    )

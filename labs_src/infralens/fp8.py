@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from infralens._typecheck import typed
 from infralens._validate import check_choice, divisible, positive_int
 from infralens.compute import gemm_flops_per_token
 from infralens.memory import RECOMPUTE, STACKS, _model
@@ -39,9 +40,11 @@ from infralens.recipe import SCALINGS
 
 __all__ = [
     "AMAX_SLOTS",
+    "BLOCK_SCALES",
     "MXFP8_BLOCK",
     "SCALINGS",
     "amax_bytes",
+    "block_scale_overhead",
     "fp8_gemm_flops_per_token",
     "quantize_bytes",
     "saved_activation_change",
@@ -55,6 +58,40 @@ AMAX_SLOTS = (3, 2)
 
 MXFP8_BLOCK = 32
 """Elements per MXFP8 scale, one E8M0 byte each (Transformer Engine ``MXFP8BlockScaling``)."""
+
+BLOCK_SCALES: dict[str, tuple[int, int, Fraction]] = {
+    "float8-block-1x128": (128, 4, Fraction(1)),
+    "float8-block-128x128": (128 * 128, 4, Fraction(1)),
+    "mxfp8": (32, 1, Fraction(1)),
+    "nvfp4": (16, 1, Fraction(1, 2)),
+}
+"""Elements per scale, bytes per scale and bytes per element of each block-scaled
+format: Transformer Engine 2.8's ``Float8BlockScaling`` (FP32 scales; 1×128 for
+activations and gradients, 128×128 for weights), ``MXFP8BlockScaling`` (E8M0 per
+32) and ``NVFP4BlockScaling`` (E2M1 values, E4M3 per 16, plus one FP32 per tensor)."""
+
+
+@typed
+def block_scale_overhead(fmt: str) -> Fraction:
+    """Scale bytes per payload byte of a block-scaled format.
+
+    overhead = scale bytes / (elements per block × bytes per element)
+
+    >>> block_scale_overhead("nvfp4"), block_scale_overhead("mxfp8")
+    (Fraction(1, 8), Fraction(1, 32))
+    >>> block_scale_overhead("float8-block-128x128")    # one FP32 per 16,384
+    Fraction(1, 4096)
+    >>> block_scale_overhead("fp4")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: fmt must be one of 'float8-block-1x128', ... 'nvfp4'; got 'fp4'
+
+    Raises ``ValueError`` for a format not in :data:`BLOCK_SCALES`.
+    """
+    name = check_choice("fmt", fmt, tuple(BLOCK_SCALES))
+    block, scale_bytes, element_bytes = BLOCK_SCALES[name]
+    return Fraction(scale_bytes) / (block * element_bytes)
+
 
 LINEARS = 4
 """Weight GEMMs per transformer block: QKV, the output projection and the MLP's two."""

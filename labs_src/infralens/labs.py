@@ -311,13 +311,13 @@ READING_PATHS.update(
             "interview/practice",
         ),
         # Size a job (memory, then every axis `rank` chooses between: ZeRO
-        # and FSDP sharding, tensor, pipeline and context parallelism), place
-        # it on the machine, price its traffic and its step, then keep it
-        # running.
+        # and FSDP sharding, tensor, pipeline and context parallelism, and an
+        # MoE's expert layout), place it on the machine, price its traffic and
+        # its step, then keep it running.
         "size and place a real job": (
             SECTIONS[0],
             *_pair(17),
-            *(lab(n).section_page for n in (3, 4, 5, 6, 10)),
+            *(lab(n).section_page for n in (3, 4, 5, 6, 10, 11)),
             *_pair(7, 8, 15, 16, 12, 13, 18),
         ),
     }

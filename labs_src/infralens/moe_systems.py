@@ -40,6 +40,7 @@ __all__ = [
     "bubble_dualpipe",
     "bubble_zb1p",
     "expected_nodes",
+    "forwarding_budget",
     "moe_flops_per_token",
     "network_copies",
     "receive_rows",
@@ -129,6 +130,33 @@ def expected_nodes(experts: int, nodes: int, top_k: int) -> Fraction:
             f"top_k must be <= experts and <= 1024, got {k} > {min(e, 1024)}"
         )
     return n * (1 - Fraction(comb(e - e // n, k), comb(e, k)))
+
+
+@typed
+def forwarding_budget(
+    *, node_limit: int, nvlink_bytes_per_s: int, network_bytes_per_s: int
+) -> tuple[Fraction, Fraction]:
+    """Experts a token can reach per node, and in all, for the network time it already pays.
+
+    A token crosses the network once per node and fans out there over NVLink; the
+    fan-out costs nothing extra while it takes no longer than the crossing:
+    per node = NVLink / network bandwidth; per token = node_limit × per node.
+
+    >>> forwarding_budget(node_limit=4, nvlink_bytes_per_s=160 * 10**9,
+    ...                   network_bytes_per_s=50 * 10**9)        # DeepSeek-V3's H800s
+    (Fraction(16, 5), Fraction(64, 5))
+    >>> forwarding_budget(node_limit=0, nvlink_bytes_per_s=1, network_bytes_per_s=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: node_limit must be >= 1, got 0
+
+    Raises ``ValueError`` for a limit or bandwidth below 1.
+    """
+    per_node = Fraction(
+        positive_int("nvlink_bytes_per_s", nvlink_bytes_per_s),
+        positive_int("network_bytes_per_s", network_bytes_per_s),
+    )
+    return per_node, positive_int("node_limit", node_limit) * per_node
 
 
 @typed

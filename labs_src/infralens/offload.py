@@ -13,7 +13,9 @@ forward and back up in backward.
 Offload pays when its copies hide behind the step's arithmetic: PCIe runs
 both directions at once, so a step's transfer time is the larger direction
 over the link's bandwidth, and it is hidden when the GPU computes longer
-than that (:func:`break_even_tokens`).
+than that (:func:`break_even_tokens`). Optimizer offload also moves the Adam
+update onto the host, whose speed is a second, usually tighter limit
+(:func:`cpu_adam_seconds`, :func:`cpu_adam_break_even_tokens`).
 
 >>> t = optimizer_offload(8 * 10**9, dp_size=8)        # 8B parameters on 8 GPUs
 >>> t, t.seconds(PCIE_GEN5_X16_BYTES_PER_S)
@@ -32,11 +34,14 @@ from infralens._typecheck import check_fields, typed
 from infralens._validate import nonnegative_int, positive_int, positive_number
 
 __all__ = [
+    "CPU_ADAM_PARAMS_PER_S",
     "PCIE_GEN5_X16_BYTES_PER_S",
     "Transfers",
     "activation_offload",
     "break_even_tokens",
     "compute_seconds",
+    "cpu_adam_break_even_tokens",
+    "cpu_adam_seconds",
     "fsdp2_cpu_offload",
     "optimizer_offload",
 ]
@@ -45,6 +50,12 @@ PCIE_GEN5_X16_BYTES_PER_S = 64 * 10**9
 """Bytes per second one way over an H100 SXM's PCIe Gen5 x16 link: half of the
 128 GB/s NVIDIA's datasheet gives for both directions. An upper bound: what a
 copy reaches also depends on pinned host memory and the host's topology."""
+
+CPU_ADAM_PARAMS_PER_S = Fraction(11_600_000_000) / Fraction("8.2")
+"""Parameters per second DeepSpeed's CPU-Adam updated in its authors' measurement: one
+step of an 11.6B-parameter GPT-2 in 8.2 s, against 56 s for ``torch.optim.Adam`` on
+the same host (DeepSpeed pull request 735, 2021; the host is not named). One
+host's rate, shared by every rank that runs on it: time the step on yours."""
 
 
 @dataclass(frozen=True)
@@ -208,3 +219,72 @@ def break_even_tokens(
     seconds = transfers.seconds(bandwidth_bytes_per_s)
     rate = positive_int("flops_per_s", flops_per_s)
     return ceil(seconds * rate / (6 * positive_int("params", params)))
+
+
+@typed
+def cpu_adam_seconds(
+    params: int,
+    *,
+    dp_size: int = 1,
+    ranks_per_host: int = 1,
+    params_per_s: Fraction = CPU_ADAM_PARAMS_PER_S,
+) -> Fraction:
+    """Time of the host's Adam step under optimizer offload.
+
+    ``ranks_per_host · ceil(params / dp_size) / params_per_s``: each rank updates
+    its shard on the CPU, and the ranks on one host share its cores and memory
+    bandwidth, so a host updates *ranks_per_host* shards each step.
+
+    >>> cpu_adam_seconds(11_600_000_000)        # the measurement the rate comes from
+    Fraction(41, 5)
+    >>> round(float(cpu_adam_seconds(8 * 10**9, dp_size=8, ranks_per_host=8)), 2)
+    5.66
+    >>> round(float(cpu_adam_seconds(8 * 10**9, dp_size=64, ranks_per_host=8)), 2)
+    0.71
+    >>> cpu_adam_seconds(10**9, ranks_per_host=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: ranks_per_host must be >= 1, got 0
+
+    Raises ``ValueError`` for a count below 1 or a rate that is not positive.
+    """
+    share = positive_int("ranks_per_host", ranks_per_host)
+    rate = positive_number("params_per_s", params_per_s)
+    return share * _shard(params, dp_size) / rate
+
+
+@typed
+def cpu_adam_break_even_tokens(
+    params: int,
+    *,
+    dp_size: int = 1,
+    ranks_per_host: int = 1,
+    flops_per_s: int,
+    params_per_s: Fraction = CPU_ADAM_PARAMS_PER_S,
+) -> int:
+    """Fewest tokens per GPU per step whose arithmetic lasts as long as the host's Adam.
+
+    ``ceil(cpu_adam_seconds(...) · flops_per_s / (6 · params))``, *params* being
+    those each GPU multiplies (all of them under data parallelism or ZeRO). Where
+    the host step runs after backward and before the next forward, it adds its
+    whole time, and this count says when it stops dominating the step; where a
+    framework overlaps it with GPU work, it is the count above which it hides.
+
+    >>> cpu_adam_break_even_tokens(10**9, flops_per_s=6 * 10**14,
+    ...                            params_per_s=Fraction(10**9))
+    100000
+    >>> cpu_adam_break_even_tokens(10**9, flops_per_s=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: flops_per_s must be >= 1, got 0
+
+    Raises ``ValueError`` for a count below 1 or a rate that is not positive.
+    """
+    rate = positive_int("flops_per_s", flops_per_s)
+    host = cpu_adam_seconds(
+        params,
+        dp_size=dp_size,
+        ranks_per_host=ranks_per_host,
+        params_per_s=params_per_s,
+    )
+    return ceil(host * rate / (6 * positive_int("params", params)))

@@ -204,7 +204,8 @@ def layers_in_flight(
 
     Raises ``ValueError`` for no chunks, a negative layer count, a rank outside the
     pipeline, or, with several chunks, micro-batches that are not whole groups of pp
-    (Megatron-Core refuses them, lines 1170-1180).
+    (Megatron-Core refuses them at its default group size N = pp, lines 1160-1180; a
+    larger N is not modelled here).
     """
     v = positive_int("number of chunks in chunk_layers", len(chunk_layers))
     counts = [

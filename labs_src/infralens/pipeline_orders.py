@@ -5,7 +5,7 @@ The per-stage action lists that :mod:`infralens.pipeline_schedules` times, for G
 and weight gradients) on p stages, m microbatches and v chunks per stage. An action is
 ``(kind, microbatch, chunk)``: a forward ("F"), a backward ("B") or, in ZB-H1, the
 backward's weight-gradient part ("W"). ``rules`` says whose interleaved rounds to follow,
-Megatron-LM's (rounds of p) or PyTorch 2.13's (:func:`torch_round_size`).
+Megatron-LM's (groups of N, p by default) or PyTorch 2.13's (:func:`torch_round_size`).
 
 >>> from infralens.pipeline_orders import schedule_order
 >>> def show(row):
@@ -20,6 +20,7 @@ Megatron-LM's (rounds of p) or PyTorch 2.13's (:func:`torch_round_size`).
 
 from __future__ import annotations
 
+from infralens._typecheck import typed
 from infralens._validate import (
     check_choice,
     describe,
@@ -31,6 +32,7 @@ from infralens._validate import (
 __all__ = [
     "MAX_SLOTS",
     "SCHEDULES",
+    "megatron_group_size",
     "schedule_order",
     "torch_round_size",
     "warmup_forwards",
@@ -81,7 +83,7 @@ def torch_round_size(*, stages: int, microbatches: int) -> int:
     """Microbatches per round in PyTorch 2.13's ``ScheduleInterleaved1F1B``.
 
     rounds = max(1, m // p); the round size is m / rounds, and m must be a multiple of
-    rounds. Megatron-LM instead always uses rounds of p and requires m to be a multiple of p.
+    rounds. Megatron-LM uses groups of N = p by default (:func:`megatron_group_size`).
 
     >>> torch_round_size(stages=4, microbatches=8), torch_round_size(stages=4, microbatches=10)
     (4, 5)
@@ -102,6 +104,49 @@ def torch_round_size(*, stages: int, microbatches: int) -> int:
     return m // rounds
 
 
+@typed
+def megatron_group_size(
+    *, stages: int, microbatches: int, group: int | None = None
+) -> int:
+    """Micro-batches per group in Megatron-Core's interleaved schedule.
+
+    ``--microbatch-group-size-per-virtual-pipeline-stage`` N runs N micro-batches
+    through a chunk before moving on; N defaults to p and must lie in [p, m], and the
+    last group's m mod N micro-batches must be 0 or at least p (schedules.py at d98e8a6,
+    lines 1160-1180). With N = p that is "p divides m"; other N admit other m.
+
+    >>> megatron_group_size(stages=4, microbatches=8)
+    4
+    >>> megatron_group_size(stages=4, microbatches=10, group=5)   # m = 10 on 4 stages
+    5
+    >>> [n for n in range(4, 11) if _megatron_accepts(4, 10, n)]
+    [5, 6, 10]
+    >>> megatron_group_size(stages=4, microbatches=10)
+    Traceback (most recent call last):
+    ...
+    ValueError: microbatches must be divisible by stages: 10 % 4 = 2
+
+    Raises ``ValueError`` for N outside [p, m] or a last group of 1 to p - 1.
+    """
+    p = positive_int("stages", stages)
+    m = positive_int("microbatches", microbatches)
+    if group is None:
+        divisible("microbatches", m, "stages", p)
+        return p
+    n = positive_int("group", group)
+    if not _megatron_accepts(p, m, n):
+        raise ValueError(
+            f"group must lie in [stages, microbatches] = [{p}, {m}] and leave "
+            f"microbatches % group = 0 or >= {p}, got group {n}"
+        )
+    return n
+
+
+def _megatron_accepts(p: int, m: int, n: int) -> bool:
+    """Megatron-Core's two checks on the group size N."""
+    return p <= n <= m and (m % n == 0 or m % n >= p)
+
+
 def schedule_order(
     schedule: str,
     *,
@@ -109,6 +154,7 @@ def schedule_order(
     microbatches: int,
     chunks: int = 1,
     rules: str = "megatron",
+    group: int | None = None,
 ) -> tuple[tuple[Op, ...], ...]:
     """The order in which each stage runs its actions: ``(kind, microbatch, chunk)``.
 
@@ -122,8 +168,10 @@ def schedule_order(
       W (weight gradient); stage s runs its first s Bs without their W and runs the
       deferred Ws last (PyTorch 2.13's ZB1P order with one stage per rank).
 
-    w is :func:`warmup_forwards`, Megatron-Core's count. ``rules="megatron"``: g = p and p
-    must divide m. ``rules="torch"`` (PyTorch 2.13): g = ``torch_round_size`` (also
+    w is :func:`warmup_forwards`, Megatron-Core's count. ``rules="megatron"``: g = *group*
+    (default p; :func:`megatron_group_size`); a last group shorter than g runs every
+    chunk for its micro-batches, as Megatron-Core's ``get_schedule_table`` does.
+    ``rules="torch"`` (PyTorch 2.13): g = ``torch_round_size`` (also
     checked for zb-h1), and 1f1b needs m >= p.
 
     >>> def show(rows):
@@ -134,6 +182,10 @@ def schedule_order(
     'F0.0 F1.0 F2.0 F0.1 B0.1 F1.1 B1.1 F2.1 B2.1 B0.0 B1.0 B2.0'
     >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2))[1]  # m = p
     'F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0'
+    >>> fwd = [op for op in schedule_order("interleaved", stages=2, microbatches=5,
+    ...                                    chunks=2, group=3)[0] if op[0] == "F"]
+    >>> " ".join(str(i) for _, i, _ in fwd)    # Megatron-Core's own example, N = 3
+    '0 1 2 0 1 2 3 4 3 4'
     >>> schedule_order("interleaved", stages=4, microbatches=6, chunks=2)
     Traceback (most recent call last):
     ...
@@ -180,8 +232,8 @@ def schedule_order(
     # [end:early-orders]
     # [start:round-size]
     if name == "interleaved" and mode == "megatron":
-        g = p
-        divisible("microbatches", m, "stages", p)
+        # N in [p, m]; the last group m mod N must be 0 or >= p
+        g = megatron_group_size(stages=p, microbatches=m, group=group)
     else:
         g = (
             torch_round_size(stages=p, microbatches=m)
@@ -197,8 +249,8 @@ def schedule_order(
         warmup = min(warmup_forwards(s, p, chunks=interleaved, group=g), total)
         # [end:warmup]
         # [start:one-forward-one-backward]
-        fwd = _chunk_ops("F", range(total), g, v)
-        bwd = _chunk_ops("B", range(total), g, v)
+        fwd = _chunk_ops("F", m, g, v)
+        bwd = _chunk_ops("B", m, g, v)
         row = fwd[:warmup]
         for k in range(total - warmup):
             row += [fwd[warmup + k], bwd[k]]
@@ -221,12 +273,13 @@ def _zb_h1_row(p: int, m: int, s: int) -> tuple[Op, ...]:
     return tuple(row + [("W", i, 0) for i in range(w, m)])
 
 
-def _chunk_ops(kind: str, steps: range, g: int, v: int) -> list[Op]:
-    """The kind's k-th action runs chunk (k // g) mod v (reversed for "B"), next microbatch."""
-    count = [0] * v
-    ops = []
-    for k in steps:
-        chunk = (k // g) % v if kind == "F" else v - 1 - (k // g) % v
-        ops.append((kind, count[chunk], chunk))
-        count[chunk] += 1
+def _chunk_ops(kind: str, m: int, g: int, v: int) -> list[Op]:
+    """Megatron-Core's schedule table: each group of g microbatches (the last one
+    shorter) runs through chunk 0, 1, ..., v - 1; backwards visit the chunks reversed."""
+    ops: list[Op] = []
+    for first in range(0, m, g):
+        last = m if first + g >= m else first + g  # the last group takes the rest
+        for c in range(v):
+            chunk = c if kind == "F" else v - 1 - c
+            ops += [(kind, i, chunk) for i in range(first, last)]
     return ops

@@ -105,6 +105,7 @@ def simulate(
     backward: int | Fraction = 2,
     weight: int | Fraction | None = None,
     rules: str = "megatron",
+    group: int | None = None,
 ) -> Timeline:
     """Time every action of ``schedule_order``: start = max(stage free, input ready).
 
@@ -123,6 +124,8 @@ def simulate(
     ...
     ValueError: forward must be > 0, got 0
 
+    *group* is Megatron-Core's micro-batch group size for the interleaved schedule.
+
     Raises what ``schedule_order`` raises; ``ValueError`` for *forward* or *backward* <= 0,
     or a *weight* outside (0, *backward*) or off zb-h1; ``TypeError`` for a float time.
     """
@@ -132,6 +135,7 @@ def simulate(
         microbatches=microbatches,
         chunks=chunks,
         rules=rules,
+        group=group,
     )
     if weight is not None and schedule != "zb-h1":
         raise ValueError(

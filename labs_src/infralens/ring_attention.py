@@ -23,10 +23,12 @@ from fractions import Fraction
 
 from infralens._typecheck import check_fields, typed
 from infralens._validate import describe, divisible, positive_int, positive_number
-from infralens.context_parallel import _head_bytes, _tokens
+from infralens.context_parallel import _head_bytes, _tokens, ulysses_bytes
 
 __all__ = [
+    "HybridBytes",
     "RingStep",
+    "hybrid_bytes",
     "min_block_tokens",
     "ring_kv_block_bytes",
     "ring_schedule",
@@ -206,3 +208,60 @@ def min_block_tokens(
     # compute >= transfer when c >= (F / B) * kv * e / (2 * a); twice that if causal
     return ratio * kv * e / (2 * a) * (2 if causal else 1)
     # [end:min-block]
+
+
+@dataclass(frozen=True)
+class HybridBytes:
+    """Bytes one rank sends per layer, forward, in Ulysses x ring context parallelism."""
+
+    all_to_all: int  # Ulysses' four all-to-alls inside the group of *ulysses* ranks
+    ring: int  # ring - 1 K/V blocks passed between the *ring* groups
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@typed
+def hybrid_bytes(
+    seq_len: int,
+    *,
+    ulysses: int,
+    ring: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    micro_batch: int = 1,
+    bytes_per_element: int = 2,
+) -> HybridBytes:
+    """Ulysses over *ulysses* ranks inside ring attention over *ring* groups (cp = u · r).
+
+    The sequence is split over u · r ranks. An all-to-all inside each Ulysses group
+    turns s/(u·r) tokens with every head into s/r tokens with heads/u heads
+    (:func:`infralens.context_parallel.ulysses_bytes` on s/r tokens); ring attention
+    then passes r − 1 K/V blocks of s/r tokens and kv_heads/u heads between groups.
+    Megatron-Core's ``--cp-comm-type a2a+p2p`` with
+    ``--hierarchical-context-parallel-sizes u r``.
+
+    >>> hybrid_bytes(131072, ulysses=8, ring=2, heads=128, kv_heads=8, head_dim=128)
+    HybridBytes(all_to_all=499122176, ring=33554432)
+    >>> hybrid_bytes(131072, ulysses=1, ring=16, heads=128, kv_heads=8, head_dim=128)
+    HybridBytes(all_to_all=0, ring=503316480)
+    >>> hybrid_bytes(131072, ulysses=16, ring=1, heads=128, kv_heads=8, head_dim=128)
+    Traceback (most recent call last):
+    ...
+    ValueError: kv_heads must be divisible by cp: 8 % 16 = 8
+
+    Raises ``ValueError`` for a size below 1, a sequence that does not split over
+    u · r ranks, or heads or K/V heads that do not split over *ulysses*.
+    """
+    u, r = positive_int("ulysses", ulysses), positive_int("ring", ring)
+    group_tokens = _tokens(seq_len, r)  # s / r tokens per Ulysses group
+    a2a = ulysses_bytes(
+        group_tokens, u, heads, kv_heads, head_dim,
+        micro_batch=micro_batch, bytes_per_element=bytes_per_element,
+    ).total  # fmt: skip
+    steps = (r - 1) * ring_kv_block_bytes(
+        seq_len, r, kv_heads // u, head_dim,
+        micro_batch=micro_batch, bytes_per_element=bytes_per_element,
+    )  # fmt: skip
+    return HybridBytes(all_to_all=a2a, ring=steps)

@@ -45,7 +45,7 @@ from infralens.model import TransformerConfig
 from infralens.nccl import predict
 from infralens.topology import Cluster
 
-__all__ = ["AxisRoofline", "axis_roofline", "link_bandwidth"]
+__all__ = ["AxisRoofline", "axis_roofline", "dp_tokens_per_gpu", "link_bandwidth"]
 
 GIB = 2**30
 
@@ -134,3 +134,43 @@ def axis_roofline(
     rows.append(AxisRoofline("pp", tier, ratio, per_layer * m.layers / p, "layers per stage",
                              ratio / per_layer))  # fmt: skip
     return rows
+
+
+@typed
+def dp_tokens_per_gpu(
+    machine_flops_per_byte: float,
+    *,
+    model_parallel: int = 1,
+    total_to_active: float = 1.0,
+    bytes_per_param: int = 8,
+) -> float:
+    """Tokens per GPU per step at which the data-parallel reduction takes as long as the
+    arithmetic, with nothing overlapped.
+
+    A GPU computes 6 · N_active · T FLOPs on its T tokens and sends about
+    *bytes_per_param* · N_total / M bytes (a ring all-reduce of fp32 gradients: 8), where
+    M GPUs share one copy of the parameters (tp · pp, and ep for expert weights):
+
+        T* = machine ratio · bytes_per_param / 6 · (N_total / N_active) / M
+
+    >>> round(dp_tokens_per_gpu(17084))                      # DGX H100, pure FSDP/DDP
+    22779
+    >>> round(dp_tokens_per_gpu(17084, model_parallel=128))  # Llama 3 405B: tp 8 x pp 16
+    178
+    >>> round(dp_tokens_per_gpu(17084, total_to_active=671 / 37, model_parallel=64))
+    6455
+    >>> dp_tokens_per_gpu(17084, model_parallel=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: model_parallel must be >= 1, got 0
+
+    Raises ``ValueError`` for a non-positive ratio or size, or *total_to_active* below 1.
+    """
+    ratio = float(machine_flops_per_byte)
+    if not ratio > 0:
+        raise ValueError(f"machine_flops_per_byte must be > 0, got {ratio}")
+    if not total_to_active >= 1:
+        raise ValueError(f"total_to_active must be >= 1, got {total_to_active}")
+    m = positive_int("model_parallel", model_parallel)
+    b = positive_int("bytes_per_param", bytes_per_param)
+    return ratio * b / 6 * total_to_active / m

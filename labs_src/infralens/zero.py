@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens._typecheck import check_fields
+from infralens._typecheck import check_fields, typed
 from infralens._validate import describe, nonnegative_int, positive_int
 from infralens.collectives import ring_bytes_sent
 from infralens.sharding import padded_shard_size
@@ -28,6 +28,7 @@ from infralens.sharding import padded_shard_size
 __all__ = [
     "STAGES",
     "ModelStates",
+    "accumulation_bytes_per_rank",
     "communication_bytes_per_rank",
     "communication_elements",
     "model_state_bytes",
@@ -207,3 +208,44 @@ def communication_bytes_per_rank(
         start=Fraction(0),
     )
     # [end:price-passes]
+
+
+@typed
+def accumulation_bytes_per_rank(
+    num_params: int,
+    *,
+    dp_size: int,
+    stage: int,
+    microbatches: int,
+    bytes_per_element: int = 2,
+) -> Fraction:
+    """Bytes each rank sends per step when the step accumulates *microbatches* gradients.
+
+    Stages 0-1 reduce the accumulated gradients once per step. Stage 2 keeps only its
+    gradient shard, so it reduce-scatters after every micro-batch's backward; stage 3
+    also gathers the parameters for every micro-batch's forward and backward. This is
+    the rule behind pairing pipelines, which need many micro-batches, with stage 1:
+    stage 2 multiplies the gradient traffic by m, stage 3 the whole step's by m.
+
+    >>> one = communication_bytes_per_rank(10**9, dp_size=8, stage=1)
+    >>> [accumulation_bytes_per_rank(10**9, dp_size=8, stage=s, microbatches=16) / one
+    ...  for s in (1, 2, 3)]
+    [Fraction(1, 1), Fraction(17, 2), Fraction(24, 1)]
+    >>> accumulation_bytes_per_rank(10**9, dp_size=8, stage=2, microbatches=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: microbatches must be >= 1, got 0
+
+    Raises ``ValueError`` for a bad stage, size or degree.
+    """
+    m = positive_int("microbatches", microbatches)
+    per_pass = communication_bytes_per_rank(
+        num_params,
+        dp_size=dp_size,
+        stage=_stage(stage),
+        bytes_per_element=bytes_per_element,
+    )
+    if stage <= 1:
+        return per_pass
+    # stage 2: m reduce-scatters, one all-gather of the updated parameters; stage 3: m x all
+    return per_pass * m if stage == 3 else per_pass / 2 * (m + 1)

@@ -146,7 +146,8 @@ def schedule_runs(
     schedule: str, *, chunks: int, pp: int, microbatches: int
 ) -> None:
     """Refuse a schedule Megatron-Core cannot run: chunks outside interleaved, interleaving
-    one stage, or interleaved micro-batches that are not whole rounds of pp."""
+    one stage, or interleaved micro-batches that are not whole rounds of pp (at its
+    default ``microbatch_group_size_per_vp_stage`` of pp, which the step model prices)."""
     if schedule == "1f1b" and chunks != 1:
         raise ValueError(f"chunks must be 1 for the 1f1b schedule, got {chunks}")
     if schedule == "interleaved" and pp == 1:
