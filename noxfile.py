@@ -129,6 +129,15 @@ def pdf(session: nox.Session) -> None:
     if shutil.which("latexmk") is None or shutil.which("pdflatex") is None:
         session.error(f"latexmk or pdflatex not found; install TeX: apt-get install {TEX_PACKAGES}")
     session.install("-e", ".[docs]")
+    # No figure text under 7 pt at the size the page prints it (no TeX needed).
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_figure_print.py",
+        env={"INFRALENS_REQUIRE_FIGURES": "1"},
+    )
     session.run("sphinx-build", "-M", "latexpdf", "handbook", str(BUILD), *SPHINX)
     # Every table row in the PDF's text, no box past its column, no raw LaTeX.
     session.run(
