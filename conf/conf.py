@@ -197,7 +197,10 @@ latex_elements = {
     "papersize": "a4paper",
     "pointsize": "10pt",
     "releasename": "Version",
-    "sphinxsetup": "verbatimwrapslines=true, verbatimforcewraps=true",
+    # Highlighted code lines: a band darker than the code background (pale cyan is
+    # lighter than it in greyscale) and a rule in the margin (preamble below).
+    "sphinxsetup": "verbatimwrapslines=true, verbatimforcewraps=true, "
+    "VerbatimHighlightColor={RGB}{200,222,235}",
     # code at 8 pt: a package line (ruff's 100 columns) fits the box with its number
     "fvset": r"\fvset{fontsize=\footnotesize}",
     # Chapter heads with digits ("Chapter 1"), not spelled-out words.
@@ -237,6 +240,11 @@ latex_elements = {
 \DeclareUnicodeCharacter{200B}{\hspace{0pt}}
 % Long inline literals (test ids, dotted names) may break after _ { } ^ & > ~ \
 % as code blocks already do, instead of running into the margin.
+% A highlighted code line (emphasize-lines) also carries a rule left of the code.
+\let\infralenshlline\sphinxVerbatimHighlightLine
+\renewcommand\sphinxVerbatimHighlightLine[1]{%
+  \llap{{\color[gray]{0.25}\vrule width 2pt height \ht\strutbox depth \dp\strutbox}%
+    \hspace{3pt}}\infralenshlline{#1}}
 \let\infralensupquote\sphinxupquote
 \DeclareRobustCommand{\sphinxupquote}[1]{{\sphinxbreaksattexescapedchars\infralensupquote{#1}}}
 """,
