@@ -49,6 +49,8 @@ extensions = [
     "infralens_cite",
     # On paper: tables that fit the page, card headings numbered once.
     "infralens_book",
+    # Docstrings' aligned formula lines as literal blocks, one line each.
+    "infralens_docformulas",
     # HTML only: Run on every example (Pyodide from the build), exercise checks, "Plan a job".
     "infralens_runtime",
 ]
