@@ -62,8 +62,16 @@ def docs(session: nox.Session) -> None:
     """Build the HTML handbook into build/html (warnings are errors)."""
     _runtime(session)
     session.install("-e", ".[docs]")
-    # The citation labels the build prints (needs the docs' pybtex): no two alike.
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_citations.py")
+    # The citation labels the build prints (needs the docs' pybtex): no two alike;
+    # docstring formulas one line each (needs docutils).
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_citations.py",
+        "tests/test_docformulas.py",
+    )
     session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "handbook", str(BUILD / "html"))
     session.log(f"open {BUILD / 'html' / 'index.html'}")
 
