@@ -302,11 +302,21 @@ def _lab12_worksheet() -> str:
     return worksheet_page(ROOT / "labs_src" / "starters" / "parallelism_plan.yaml")
 
 
+def _lab12_blank_worksheet() -> str:
+    """Lab 12's starter worksheet as paper prints it: headings as rubrics, not sections
+    (a section would take in the page's text after it)."""
+    text = (ROOT / "labs_src" / "starters" / "topology_design_worksheet.md").read_text("utf-8")
+    lines = text.splitlines()[1:]  # its title: the page's own heading names it
+    rubric = [f"```{{rubric}} {x[3:]}\n```" if x.startswith("## ") else x for x in lines]
+    return "\n".join(rubric) + "\n"
+
+
 GENERATED = {
     "nccl_validation.md": _nccl_validation,
     "step_validation.md": _step_validation,
     "cheatsheet.md": _cheatsheet,
     "lab12_worksheet.md": _lab12_worksheet,
+    "lab12_blank_worksheet.md": _lab12_blank_worksheet,
 }
 
 

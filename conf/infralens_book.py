@@ -22,8 +22,8 @@ LaTeX only (HTML and EPUB reflow, so their tables are left alone):
   chapter numbers are the numbers the prose uses: section 01 is Chapter 1,
   Lab 01 is Chapter 1 of the labs, after the unnumbered setup chapter; the
   reference pages are appendices. The landing page's text is an unnumbered
-  introduction, and the bibliography
-  page's own chapter gives way to the one list LaTeX prints at the end.
+  introduction, and the bibliography page's own chapter gives way to the one
+  list LaTeX prints at the end.
 
 For every builder, the concepts the handbook teaches get index entries that
 point at the sections teaching them (:data:`INDEX`), next to the glossary's.
@@ -114,10 +114,11 @@ def worksheet_widths(rows: list[list[str]]) -> tuple[str, list[int]]:
     """Widths for a worksheet: the labels' and headings' width, the rest shared equally.
 
     >>> worksheet_widths([["Axis", "Degree", "Reason"], ["TP", "", ""]])
-    ('\\\\normalsize', [32, 210, 210])
+    ('\\\\normalsize', [37, 207, 207])
     """
     char = SIZES[0][1] * CHAR_EM
-    first = max(len(row[0]) for row in rows) * char + PAD_PT
+    # the labels do not break: room for their widest letters
+    first = max(len(row[0]) for row in rows) * char * 1.25 + PAD_PT
     heads = [len(h) * char + PAD_PT for h in rows[0][1:]]
     spare = max(TEXT_WIDTH_PT - first - sum(heads), 0)
     share = spare / max(len(heads), 1)
