@@ -62,8 +62,16 @@ def docs(session: nox.Session) -> None:
     """Build the HTML handbook into build/html (warnings are errors)."""
     _runtime(session)
     session.install("-e", ".[docs]")
-    # The citation labels the build prints (needs the docs' pybtex): no two alike.
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/test_citations.py")
+    # The citation labels the build prints (needs the docs' pybtex): no two alike;
+    # docstring formulas one line each (needs docutils).
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_citations.py",
+        "tests/test_docformulas.py",
+    )
     session.run("sphinx-build", "-b", "html", *SPHINX, *PARALLEL, "handbook", str(BUILD / "html"))
     session.log(f"open {BUILD / 'html' / 'index.html'}")
 
@@ -129,6 +137,15 @@ def pdf(session: nox.Session) -> None:
     if shutil.which("latexmk") is None or shutil.which("pdflatex") is None:
         session.error(f"latexmk or pdflatex not found; install TeX: apt-get install {TEX_PACKAGES}")
     session.install("-e", ".[docs]")
+    # No figure text under 7 pt at the size the page prints it (no TeX needed).
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_figure_print.py",
+        env={"INFRALENS_REQUIRE_FIGURES": "1"},
+    )
     session.run("sphinx-build", "-M", "latexpdf", "handbook", str(BUILD), *SPHINX)
     # Every table row in the PDF's text, no box past its column, no raw LaTeX.
     session.run(

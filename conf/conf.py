@@ -49,6 +49,8 @@ extensions = [
     "infralens_cite",
     # On paper: tables that fit the page, card headings numbered once.
     "infralens_book",
+    # Docstrings' aligned formula lines as literal blocks, one line each.
+    "infralens_docformulas",
     # HTML only: Run on every example (Pyodide from the build), exercise checks, "Plan a job".
     "infralens_runtime",
 ]
@@ -197,7 +199,10 @@ latex_elements = {
     "papersize": "a4paper",
     "pointsize": "10pt",
     "releasename": "Version",
-    "sphinxsetup": "verbatimwrapslines=true, verbatimforcewraps=true",
+    # Highlighted code lines: a band darker than the code background (pale cyan is
+    # lighter than it in greyscale) and a rule in the margin (preamble below).
+    "sphinxsetup": "verbatimwrapslines=true, verbatimforcewraps=true, "
+    "VerbatimHighlightColor={RGB}{200,222,235}",
     # code at 8 pt: a package line (ruff's 100 columns) fits the box with its number
     "fvset": r"\fvset{fontsize=\footnotesize}",
     # Chapter heads with digits ("Chapter 1"), not spelled-out words.
@@ -237,6 +242,11 @@ latex_elements = {
 \DeclareUnicodeCharacter{200B}{\hspace{0pt}}
 % Long inline literals (test ids, dotted names) may break after _ { } ^ & > ~ \
 % as code blocks already do, instead of running into the margin.
+% A highlighted code line (emphasize-lines) also carries a rule left of the code.
+\let\infralenshlline\sphinxVerbatimHighlightLine
+\renewcommand\sphinxVerbatimHighlightLine[1]{%
+  \llap{{\color[gray]{0.25}\vrule width 2pt height \ht\strutbox depth \dp\strutbox}%
+    \hspace{3pt}}\infralenshlline{#1}}
 \let\infralensupquote\sphinxupquote
 \DeclareRobustCommand{\sphinxupquote}[1]{{\sphinxbreaksattexescapedchars\infralensupquote{#1}}}
 """,
@@ -292,11 +302,21 @@ def _lab12_worksheet() -> str:
     return worksheet_page(ROOT / "labs_src" / "starters" / "parallelism_plan.yaml")
 
 
+def _lab12_blank_worksheet() -> str:
+    """Lab 12's starter worksheet as paper prints it: headings as rubrics, not sections
+    (a section would take in the page's text after it)."""
+    text = (ROOT / "labs_src" / "starters" / "topology_design_worksheet.md").read_text("utf-8")
+    lines = text.splitlines()[1:]  # its title: the page's own heading names it
+    rubric = [f"```{{rubric}} {x[3:]}\n```" if x.startswith("## ") else x for x in lines]
+    return "\n".join(rubric) + "\n"
+
+
 GENERATED = {
     "nccl_validation.md": _nccl_validation,
     "step_validation.md": _step_validation,
     "cheatsheet.md": _cheatsheet,
     "lab12_worksheet.md": _lab12_worksheet,
+    "lab12_blank_worksheet.md": _lab12_blank_worksheet,
 }
 
 

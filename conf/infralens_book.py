@@ -11,13 +11,19 @@ LaTeX only (HTML and EPUB reflow, so their tables are left alone):
 * A table's links become numbered notes under the table ("[1]"), one per
   distinct address, instead of a footnote per cell.
 * A "Checked by" line never breaks a file name (at an underscore).
+* A blank worksheet table (every cell empty but the first column's) gets
+  rows tall enough to write in, and columns as wide as their headings need
+  and the rest of the line shared out; a block marked
+  ``infralens-screen-only`` (a starter file's source, which the page also
+  prints as a worksheet) is left out.
 * The interview cards' headings carry their own number ("1. ..."), so LaTeX
   does not number them again.
 * The book has parts (handbook, labs, interview practice, reference), and the
   chapter numbers are the numbers the prose uses: section 01 is Chapter 1,
-  Lab 01 is Chapter 1 of the labs; the reference pages are appendices. The
-  landing page's text is an unnumbered introduction, and the bibliography
-  page's own chapter gives way to the one list LaTeX prints at the end.
+  Lab 01 is Chapter 1 of the labs, after the unnumbered setup chapter; the
+  reference pages are appendices. The landing page's text is an unnumbered
+  introduction, and the bibliography page's own chapter gives way to the one
+  list LaTeX prints at the end.
 
 For every builder, the concepts the handbook teaches get index entries that
 point at the sections teaching them (:data:`INDEX`), next to the glossary's.
@@ -92,6 +98,33 @@ def column_widths(rows: list[list[str]]) -> tuple[str, list[int]]:
     return size, [round(c + PAD_PT) for c in chosen]
 
 
+def is_blank_worksheet(rows: list[list[str]]) -> bool:
+    """A table to fill in by hand: body rows whose cells past the first are empty.
+
+    >>> is_blank_worksheet([["Axis", "Degree"], ["TP", ""], ["PP", ""]])
+    True
+    >>> is_blank_worksheet([["Axis", "Degree"], ["TP", "8"]])
+    False
+    """
+    body = rows[1:]
+    return bool(body) and all(not any(c.strip() for c in row[1:]) for row in body)
+
+
+def worksheet_widths(rows: list[list[str]]) -> tuple[str, list[int]]:
+    """Widths for a worksheet: the labels' and headings' width, the rest shared equally.
+
+    >>> worksheet_widths([["Axis", "Degree", "Reason"], ["TP", "", ""]])
+    ('\\\\normalsize', [37, 207, 207])
+    """
+    char = SIZES[0][1] * CHAR_EM
+    # the labels do not break: room for their widest letters
+    first = max(len(row[0]) for row in rows) * char * 1.25 + PAD_PT
+    heads = [len(h) * char + PAD_PT for h in rows[0][1:]]
+    spare = max(TEXT_WIDTH_PT - first - sum(heads), 0)
+    share = spare / max(len(heads), 1)
+    return SIZES[0][0], [round(first)] + [round(h + share) for h in heads]
+
+
 def _allow_breaks(table: Any) -> None:
     """Break opportunities in long names: after / _ . (and - and between camel humps in code)."""
     from docutils import nodes
@@ -143,7 +176,15 @@ def _fit_tables(app: Any, doctree: Any, docname: str) -> None:
         if table.parent is None or any(isinstance(a, nodes.table) for a in _ancestors(table)):
             continue
         _allow_breaks(table)
-        size, widths = column_widths(_cell_texts(table))
+        cells = _cell_texts(table)
+        if is_blank_worksheet(cells):
+            size, widths = worksheet_widths(cells)
+            for row in list(table.findall(nodes.row))[1:]:
+                first = row.children[0]
+                # a strut: room to write in every row
+                first += nodes.raw("", r"\rule[-3ex]{0pt}{7ex}", format="latex")
+        else:
+            size, widths = column_widths(cells)
         table["classes"] = [*table.get("classes", []), "longtable"]
         spec = "".join(
             rf">{{\raggedright\arraybackslash}}\X{{{w}}}{{{sum(widths)}}}" for w in widths
@@ -200,11 +241,13 @@ def _cards_numbered_once(app: Any, doctree: Any, docname: str) -> None:
 # (the chapter counter is set one below it; None: appendices, A, B, ...).
 PARTS = {
     "handbook/00-model-arithmetic": ("Handbook", 0),
-    "setup": ("Labs", 0),
+    "setup": ("Labs", 1),
     "interview/practice": ("Interview practice", 1),
     "reference/cheatsheet": ("Reference", None),
 }
 BIBLIOGRAPHY_PAGE = "reference/bibliography"
+# Pages that open a part as an unnumbered chapter (no "Chapter 0" before Lab 01).
+UNNUMBERED = ("setup",)
 
 # Concepts and the sections that teach them (the glossary entries point to the
 # glossary; these point to the teaching).
@@ -247,6 +290,13 @@ def _book_structure(document: Any) -> None:
             continue
         counter = r"\appendix" if first is None else rf"\setcounter{{chapter}}{{{first - 1}}}"
         page.parent.insert(page.parent.index(page), _raw(rf"\part{{{title}}}" + "\n" + counter))
+    for docname in UNNUMBERED:
+        page = files.get(docname)
+        if page is not None:
+            # No number for the chapter or its sections, in the text, the contents
+            # or the running head; the chapter counter does not move.
+            page.insert(0, _raw(r"\setcounter{secnumdepth}{-1}"))
+            page.append(_raw(r"\setcounter{secnumdepth}{2}"))
     bibliography = files.get(BIBLIOGRAPHY_PAGE)
     if bibliography is not None:
         # Keep the entries (LaTeX gathers them into its one list at the end); drop
@@ -324,6 +374,11 @@ def _transform() -> Any:
         builders = ("latex",)
 
         def run(self, **kwargs: Any) -> None:
+            from docutils import nodes
+
+            for node in list(self.document.findall(nodes.Element)):
+                if "infralens-screen-only" in node.get("classes", []) and node.parent:
+                    node.parent.remove(node)
             _book_structure(self.document)
             _fit_tables(self.app, self.document, "")
             _cards_numbered_once(self.app, self.document, "")

@@ -13,13 +13,16 @@ from infralens.topology import Cluster
 layers = [Unit(f"layer{i}", ((218_112_000,),)) for i in range(32)]
 shards = [8, 16, 32, 64, 128, 256, 512, 1024]
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.2))
-for color, nodes in zip(PALETTE, (8, 32, 128), strict=False):
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.2, 3.2))
+# A marker and a line style per cluster as well as a colour (legible in greyscale).
+for color, marker, style, nodes in zip(
+    PALETTE, "os^", ("-", "--", ":"), (8, 32, 128), strict=False
+):
     cluster = Cluster.from_node_shape(f"{nodes}_nodes_x_8_gpus", "dgx-h100")
     xs = [s for s in shards if s <= cluster.world_size]
     steps = [sharding_step(cluster, layers, shard=s) for s in xs]
-    left.plot(xs, [st.seconds * 1e3 for st in steps], marker="o", markersize=3, color=color,
-              label=f"{nodes * 8} GPUs")  # fmt: skip
+    left.plot(xs, [st.seconds * 1e3 for st in steps], style, marker=marker, markersize=3,
+              color=color, label=f"{nodes * 8} GPUs")  # fmt: skip
     full = steps[-1].seconds * 1e3
     left.scatter([xs[-1]], [full], s=40, facecolors="none", edgecolors=color)
 states = [sharding_step(Cluster(128, 8), layers, shard=s).state_bytes / 10**9 for s in shards]

@@ -14,14 +14,14 @@ local = [[4, -2, 1], [0, 2, 3], [2, -6, 1], [6, 2, -1]]
 summed = all_reduce(local)
 averaged = [[Fraction(v, len(local)) for v in row] for row in summed]
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(7.0, 2.6))
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.2, 2.6))
 draw_buffers(
     left,
     local,
     "before: local gradients",
     colors=[[PALETTE[r]] * len(row) for r, row in enumerate(local)],
 )
-draw_buffers(right, averaged, "after all-reduce (sum) ÷ 4: identical on every rank")
+draw_buffers(right, averaged, "after all-reduce (sum) ÷ 4")
 fig.text(
     0.5,
     0.02,

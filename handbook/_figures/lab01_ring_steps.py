@@ -73,12 +73,10 @@ def draw(
             face = SHADES[len(who) - 1]
             ax.add_patch(Rectangle((c, y), 0.92, 0.86, facecolor=face, edgecolor=edge, lw=width))
             ink = "white" if len(who) == N else "black"
-            ax.text(
-                c + 0.46, y + 0.43, str(value), ha="center", va="center", fontsize=6.5, color=ink
-            )
+            ax.text(c + 0.46, y + 0.43, str(value), ha="center", va="center", fontsize=7, color=ink)
     ax.set_xlim(-1.3 if left else -0.1, N)
     ax.set_ylim(-0.1, N)
-    ax.set_title(title, fontsize=8)
+    ax.set_title(title, fontsize=9)
     ax.set_axis_off()
 
 
@@ -86,11 +84,12 @@ frames, chunks_sent = ring_all_reduce()
 S = 4_000_000  # a 4 MB gradient: each chunk is S / N bytes
 assert chunks_sent * Fraction(S, N) == ring_bytes_sent("all_reduce", S, N)
 
-fig, axes = plt.subplots(2, 4, figsize=(7.2, 3.9), width_ratios=[1.3, 1, 1, 1])
+fig, axes = plt.subplots(3, 3, figsize=(6.2, 5.4), width_ratios=[1.3, 1, 1])
 for i, (title, cells, new) in enumerate(frames):
-    draw(axes[i // 4][i % 4], title, cells, new, left=i % 4 == 0)
-note = axes[1][3]
+    draw(axes[i // 3][i % 3], title, cells, new, left=i % 3 == 0)
+note = axes[2][1]
 note.set_axis_off()
+axes[2][2].set_axis_off()
 note.text(
     0.0,
     0.5,
@@ -98,6 +97,6 @@ note.text(
     f"{chunks_sent} steps × S/{N} = "
     f"{ring_bytes_sent('all_reduce', S, N) / S} S\n= 2(N−1)/N · S\n\n"
     "orange edge: received\nthis step; darker: more\nranks summed",
-    fontsize=7,
+    fontsize=8,
     va="center",
 )

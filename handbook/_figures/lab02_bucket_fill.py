@@ -36,20 +36,21 @@ result = overlap(
     latency_s=LATENCY,
 )
 assert [sum(SIZES_MIB[i] for i in b) for b in buckets] == [1, 32, 28]  # the caption's sizes
-color = {layer: PALETTE[k] for k, bucket in enumerate(buckets) for layer in bucket}
+bucket_of = {layer: k for k, bucket in enumerate(buckets) for layer in bucket}
+color = {layer: PALETTE[k] for layer, k in bucket_of.items()}
 
-fig, ax = plt.subplots(figsize=(7.0, 2.9))
+fig, ax = plt.subplots(figsize=(6.2, 2.9))
 clock = Fraction(0)
 for layer, t in zip(READY, BACKWARD_S, strict=True):
     left, width = float(clock) * 1000, float(t) * 1000
-    ax.barh(1, width, left=left, height=0.55, color=color[layer], edgecolor="white")
+    ax.barh(1, width, left=left, height=0.7, color=color[layer], edgecolor="white")
     ax.text(
         left + width / 2,
         1,
-        f"L{layer}\n{SIZES_MIB[layer]} MiB",
+        f"L{layer}\n{SIZES_MIB[layer]} MiB\nb{bucket_of[layer]}",
         ha="center",
         va="center",
-        fontsize=6.5,
+        fontsize=7,
         color="white",
     )
     clock += t
@@ -66,7 +67,7 @@ ax.axvspan(end_ms, end_ms + float(result.exposed) * 1000, color=PALETTE[3], alph
 ax.text(end_ms + 0.1, 1.45, f"exposed {float(result.exposed) * 1000:.2f} ms", fontsize=7)
 ax.set_yticks([0, 1], ["all-reduce", "backward\n(gradient ready)"], fontsize=8)
 ax.set_ylim(-0.85, 1.7)
-ax.set_xlabel("time (ms); a bucket's colour marks the gradients it holds")
+ax.set_xlabel("time (ms); a bucket's colour and bN mark the gradients it holds")
 ax.set_title(
     "buckets close at ≥ 1 MiB, then ≥ 25 MiB, in the order gradients become ready", fontsize=9
 )

@@ -10,7 +10,7 @@ from lab02_scenario import BACKWARD_S, BANDWIDTH, GRAD_BYTES, WORLD
 
 from infralens.buckets import overlap
 
-fig, axes = plt.subplots(2, 1, figsize=(7.0, 3.4), sharex=True)
+fig, axes = plt.subplots(2, 1, figsize=(6.2, 3.4), sharex=True)
 for ax, cap in zip(axes, (40 * 10**6, 240 * 10**6), strict=True):
     result = overlap(
         BACKWARD_S,

@@ -11,7 +11,7 @@ from lab02_scenario import BACKWARD_S, BANDWIDTH, GRAD_BYTES, WORLD
 from infralens.buckets import overlap
 
 caps_mb = [5, 10, 20, 40, 80, 120, 160, 240]
-fig, ax = plt.subplots(figsize=(6.4, 3.0))
+fig, ax = plt.subplots(figsize=(6.2, 3.0))
 for k, latency in enumerate((Fraction(0), Fraction(1, 2000), Fraction(2, 1000))):
     exposed = [
         float(
@@ -30,7 +30,7 @@ for k, latency in enumerate((Fraction(0), Fraction(1, 2000), Fraction(2, 1000)))
     ax.plot(
         caps_mb,
         exposed,
-        marker="o",
+        marker="os^"[k],
         markersize=3,
         color=PALETTE[k],
         label=f"{float(latency) * 1000:g} ms per call",

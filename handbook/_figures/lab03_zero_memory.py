@@ -16,10 +16,10 @@ labels = [
     "stage 3 (+ parameters)",
 ]
 
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = plt.subplots(figsize=(6.2, 3.4))
 for stage, label in zip(STAGES, labels, strict=True):
     gb = [model_state_bytes(PSI, dp_size=d, stage=stage) / 10**9 for d in degrees]
-    ax.plot(degrees, gb, marker="o", markersize=3, color=PALETTE[stage], label=label)
+    ax.plot(degrees, gb, marker="osv^"[stage], markersize=3, color=PALETTE[stage], label=label)
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")
 ax.set_xlabel("data-parallel degree N_d")

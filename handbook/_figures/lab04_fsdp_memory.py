@@ -19,7 +19,7 @@ window = [peak_unsharded_bytes(blocks, n) / 10**9 for n in ranks]
 no_root = Unit("none", ((0,),))
 grads = [gradient_buffer_peak(no_root, blocks, n) / 10**9 for n in ranks]
 
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
+fig, ax = plt.subplots(figsize=(6.2, 3.2))
 x = range(len(ranks))
 ax.bar([i - 0.2 for i in x], ddp, width=0.4, color=PALETTE[0], label="DDP: full model states")
 ax.bar([i + 0.2 for i in x], shards, width=0.4, color=PALETTE[2], label="FSDP: sharded states")
@@ -29,6 +29,9 @@ ax.bar(
     width=0.4,
     bottom=shards,
     color=PALETTE[1],
+    hatch="////",
+    edgecolor="white",
+    linewidth=0,
     label="FSDP: gathered window (2 blocks)",
 )
 ax.bar(
@@ -37,6 +40,9 @@ ax.bar(
     width=0.4,
     bottom=[a + b for a, b in zip(shards, window, strict=True)],
     color=PALETTE[3],
+    hatch="....",
+    edgecolor="white",
+    linewidth=0,
     label="FSDP: gradient buffers in backward",
 )
 ax.set_xticks(list(x), [str(n) for n in ranks])

@@ -12,7 +12,7 @@ rows = {"all_gather": 2, "forward": 1, "backward": 1, "reduce_scatter": 0}
 names = ["reduce-scatter", "compute", "all-gather"]
 
 fig, (top, bottom) = plt.subplots(
-    2, 1, figsize=(7.0, 3.6), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]}
+    2, 1, figsize=(6.2, 3.6), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]}
 )
 live: set[int] = set()
 counts = []

@@ -34,14 +34,16 @@ for tp in degrees:
     else:
         split.append(float("nan"))  # more than 16 GPUs do not fit on two nodes
 
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
+fig, ax = plt.subplots(figsize=(6.2, 3.2))
 x = range(len(degrees))
 width = 0.27
 ax.bar(
     [i - width for i in x], compute, width, color=PALETTE[2], label="compute at the matmul ceiling"
 )
-ax.bar(list(x), packed, width, color=PALETTE[0], label="TP comm, group packed (t/8 nodes)")
-ax.bar([i + width for i in x], split, width, color=PALETTE[3], label="TP comm, split over 2 nodes")
+ax.bar(list(x), packed, width, color=PALETTE[0], label="TP comm, group packed (t/8 nodes)",
+       hatch="////", edgecolor="white", linewidth=0)  # fmt: skip
+ax.bar([i + width for i in x], split, width, color=PALETTE[3], label="TP comm, split over 2 nodes",
+       hatch="....", edgecolor="white", linewidth=0)  # fmt: skip
 ax.set_xticks(list(x), [f"tp={t}" for t in degrees])
 ax.set_yscale("log")
 ax.set_ylabel("ms per layer (forward + backward)")

@@ -28,12 +28,15 @@ def weight(ax: Axes, x: float, shards: list[LocalLinear], label: str) -> None:
         else:
             xy, w, h = (x + offset, -BOX / 2), part, BOX
         ax.add_patch(Rectangle(xy, w, h, facecolor=PALETTE[rank], edgecolor="0.2"))
+        # the rank's number in its slice: legible in greyscale
+        ax.text(xy[0] + w / 2, xy[1] + h / 2, str(rank), ha="center", va="center", fontsize=7,
+                color="white")  # fmt: skip
         offset += part
     ax.text(x + BOX / 2, BOX / 2 + 0.12, label, ha="center", va="bottom", fontsize=9)
     ax.text(
         x + BOX / 2,
         -BOX / 2 - 0.12,
-        f"{shards[0].style}\nfull ({out_f}, {in_f})\nper rank {shards[0].weight}",
+        f"{shards[0].style}\nfull ({out_f}, {in_f})\nrank {shards[0].weight}",
         ha="center",
         va="top",
         fontsize=7,
@@ -53,7 +56,7 @@ def operator(ax: Axes, x: float, name: str) -> None:
         f"with SP:\nfwd {op_sp.forward}\nbwd {op_sp.backward}",
         ha="center",
         va="top",
-        fontsize=6,
+        fontsize=7,
     )
 
 
@@ -66,7 +69,7 @@ attn = [
     attention_shards(hidden=HIDDEN, heads=HEADS, kv_heads=KV_HEADS, tp=TP, rank=r)
     for r in range(TP)
 ]
-fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.4, 5.4))
+fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.2, 5.4))
 
 operator(top, 0.2, "f")
 for i, name in enumerate(["q", "k", "v"]):

@@ -17,7 +17,7 @@ runs = [
 ]
 end = max(t.makespan for _, t in runs)
 
-fig, axes = plt.subplots(len(runs), 1, figsize=(7.6, 7.2), sharex=True)
+fig, axes = plt.subplots(len(runs), 1, figsize=(6.2, 7.2), sharex=True)
 for ax, (title, t) in zip(axes, runs, strict=True):
     for s, row in enumerate(t.rows):
         y = P - 1 - s
@@ -25,14 +25,19 @@ for ax, (title, t) in zip(axes, runs, strict=True):
         for slot in row:
             width = float(slot.end - slot.start)
             color = PALETTE[1] if slot.kind == "W" else PALETTE[2] if slot.chunk else PALETTE[0]
+            # Apart in greyscale too: a second chunk is pale with a reversed hatch,
+            # W cells carry dark digits.
+            face = "white" if slot.kind == "B" else color
+            if slot.chunk and slot.kind != "B":
+                face = "#B7DAB2"
             ax.add_patch(
                 Rectangle(
                     (float(slot.start), y + 0.08),
                     width,
                     0.84,
-                    facecolor="white" if slot.kind == "B" else color,
+                    facecolor=face,
                     edgecolor=color,
-                    hatch="///" if slot.kind == "B" else None,
+                    hatch=("\\\\\\" if slot.chunk else "///") if slot.kind == "B" else None,
                     lw=0.8,
                 )
             )
@@ -42,8 +47,8 @@ for ax, (title, t) in zip(axes, runs, strict=True):
                 str(slot.microbatch),
                 ha="center",
                 va="center",
-                fontsize=6.5,
-                color="black" if slot.kind == "B" else "white",
+                fontsize=7,
+                color="white" if slot.kind == "F" and not slot.chunk else "black",
             )
     ax.set_yticks([P - 1 - s + 0.5 for s in range(P)], [f"stage {s}" for s in range(P)], fontsize=8)
     ax.set_ylim(0, P)
@@ -54,7 +59,8 @@ for ax, (title, t) in zip(axes, runs, strict=True):
         ax.spines[side].set_visible(False)
 axes[-1].set_xlabel(
     "time (forward of one stage = 1, backward = 2); solid = forward, hatched = backward, "
-    "grey = idle;\nnumber = microbatch; green = second chunk; orange = weight gradient (W)",
+    "grey = idle;\nnumber = microbatch; pale green or \\\\\\ = second chunk; "
+    "orange = weight gradient (W)",
     fontsize=8,
 )
 fig.tight_layout()

@@ -33,7 +33,7 @@ def group_colour(index: int, count: int) -> tuple[tuple[float, float, float], st
     return fill, ("white" if light < 0.3 else "black")
 
 
-fig, axes = plt.subplots(1, 3, figsize=(7.2, 3.0))
+fig, axes = plt.subplots(1, 3, figsize=(6.2, 3.0))
 for ax, axis in zip(axes, ("tp", "pp", "dp"), strict=True):
     groups = plan.groups(axis)
     group_of = {r: i for i, g in enumerate(groups) for r in g}
@@ -47,17 +47,17 @@ for ax, axis in zip(axes, ("tp", "pp", "dp"), strict=True):
             str(plan.coords(rank)[axis]),
             ha="center",
             va="center",
-            fontsize=6,
+            fontsize=7,
             color=ink,
         )
     ax.set_xlim(0, GPUS)
     ax.set_ylim(0, NODES)
     ax.set_aspect("equal")
-    ax.set_xticks([g + 0.47 for g in range(GPUS)], [str(g) for g in range(GPUS)], fontsize=6)
+    ax.set_xticks([g + 0.47 for g in range(GPUS)], [str(g) for g in range(GPUS)], fontsize=7)
     ax.set_yticks(
         [NODES - 1 - n + 0.47 for n in range(NODES)],
         [f"node {n}" for n in range(NODES)],
-        fontsize=6,
+        fontsize=7,
     )
     ax.tick_params(length=0)
     ax.set_title(f"{len(groups)} {axis.upper()} groups of {len(groups[0])}", fontsize=9)

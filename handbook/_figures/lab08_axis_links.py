@@ -33,7 +33,7 @@ rows = [  # axis, op, bytes per call, calls per step, label
 ]
 TIERS = ["nvlink", "network"]
 
-fig, (grid, bars) = plt.subplots(1, 2, figsize=(7.4, 3.0), width_ratios=[1.45, 1])
+fig, (grid, bars) = plt.subplots(2, 1, figsize=(6.2, 4.6), height_ratios=[1.2, 1])
 per_step = []
 for k, (axis, op, nbytes, calls, _label) in enumerate(rows):
     group = plan.groups(axis)[0][:2] if axis == "pp" else plan.groups(axis)[0]
@@ -59,29 +59,31 @@ for k, (axis, op, nbytes, calls, _label) in enumerate(rows):
         f"{size}, {call.seconds * 1e3:.2f} ms\n{calls:,} per step, {call.bus_bandwidth:.0f} GB/s",
         ha="center",
         va="center",
-        fontsize=6.5,
+        fontsize=7,
         color="white",
     )
 grid.set_xlim(0, 2)
 grid.set_ylim(0, len(rows))
-grid.set_xticks([0.5, 1.5], ["NVLink (inside a node)", "network (between nodes)"], fontsize=7)
+grid.set_xticks([0.5, 1.5], ["NVLink (inside a node)", "network (between nodes)"], fontsize=8)
 grid.set_yticks([len(rows) - 0.5 - k for k in range(len(rows))], [r[4] for r in rows], fontsize=7)
 grid.tick_params(length=0)
 for side in grid.spines.values():
     side.set_visible(False)
-grid.set_title("link each call crosses: size, time, calls, busbw", fontsize=8)
+grid.set_title("link each call crosses: size, time, calls, busbw", fontsize=9)
 
 bars.barh(
     range(len(rows)),
     per_step,
     color=[PALETTE[TIERS.index(cluster.tier_of(plan.groups(r[0])[0][:2]).name)] for r in rows],
 )
+tier_names = {"nvlink": "NVLink", "network": "network"}
 for k, value in enumerate(per_step):
-    bars.text(value * 1.15, k, f"{value:.2f} s", va="center", fontsize=6.5)
+    tier = tier_names[cluster.tier_of(plan.groups(rows[k][0])[0][:2]).name]
+    bars.text(value * 1.15, k, f"{value:.2f} s ({tier})", va="center", fontsize=7)
 bars.set_yticks(range(len(rows)), [r[4] for r in rows], fontsize=7)
 bars.invert_yaxis()
 bars.set_xscale("log")
 bars.set_xlim(0.02, 30)
-bars.set_xlabel("seconds per step if none were hidden", fontsize=7)
-bars.tick_params(labelsize=6.5)
-bars.set_title("calls x time, per GPU", fontsize=8)
+bars.set_xlabel("seconds per step if none were hidden", fontsize=8)
+bars.tick_params(labelsize=7)
+bars.set_title("calls x time, per GPU", fontsize=9)

@@ -13,7 +13,11 @@ from infralens.topology import Cluster
 
 shape = {n: Cluster.from_node_shape(f"{n}_nodes_x_8_gpus", "dgx-h100") for n in (1, 2, 8)}
 sizes = [2**k for k in range(10, 33, 2)]  # 1 KiB .. 4 GiB
-fig, (busbw, left, right) = plt.subplots(1, 3, figsize=(7.4, 2.9))
+fig = plt.figure(figsize=(6.2, 5.0))
+layout = fig.add_gridspec(2, 2, height_ratios=[1.7, 1])
+busbw, left = fig.add_subplot(layout[0, 0]), fig.add_subplot(layout[0, 1])
+right = fig.add_subplot(layout[1, :])
+MARKERS = ("o", "s", "^", "v")  # with the colours: the lines stay apart in greyscale
 
 curves = [
     ("all-reduce, 1 node", "all_reduce", shape[1], "-"),
@@ -23,12 +27,13 @@ curves = [
 ]
 for k, (label, op, cluster, style) in enumerate(curves):
     values = [predict(op, s, cluster).bus_bandwidth for s in sizes]
-    busbw.plot(sizes, values, style, color=PALETTE[k], label=label)
+    busbw.plot(sizes, values, style, color=PALETTE[k], marker=MARKERS[k], markersize=3, label=label)
 busbw.set_xscale("log", base=2)
 busbw.set_yscale("log")
 busbw.set_xlabel("message size (bytes)")
 busbw.set_ylabel("bus bandwidth (GB/s)")
-busbw.legend(fontsize=5.5, frameon=False)
+busbw.set_title("bus bandwidth by message size", fontsize=9)
+busbw.legend(fontsize=7, frameon=False, loc="lower right")
 
 c8 = shape[8]
 one_nic = Cluster(8, 8, replace(c8.system, nics_per_node=1))
@@ -41,16 +46,17 @@ for k, (label, call) in enumerate(cases):
     left.plot(
         sizes,
         [call(n).seconds * 1e3 for n in sizes],
-        marker="o",
-        markersize=2,
+        marker=MARKERS[k],
+        markersize=3,
         color=PALETTE[k + 4],
         label=label,
     )
 left.set_xscale("log", base=2)
 left.set_yscale("log")
-left.set_xlabel("all-reduce size, 64 GPUs (bytes)")
+left.set_xlabel("all-reduce size (bytes)")
+left.set_title("all-reduce over 64 GPUs", fontsize=9)
 left.set_ylabel("time (ms)")
-left.legend(fontsize=5.5, frameon=False)
+left.legend(fontsize=7, frameon=False, loc="upper left")
 
 plan = ParallelPlan(tp=8, pp=4, dp=2)
 rows = [("tp", "all_reduce"), ("pp", "send_recv"), ("dp", "all_reduce")]
@@ -58,8 +64,8 @@ for k, (axis, op) in enumerate(rows):
     group = plan.groups(axis)[0]
     value = predict(op, 2**28, c8, group).bus_bandwidth
     right.barh(k, value, color=PALETTE[k])
-    right.text(value + 10, k, f"{c8.tier_of(group).name}, {value:.0f}", va="center", fontsize=6)
-right.set_yticks(range(len(rows)), [f"{a.upper()} {op}" for a, op in rows], fontsize=6)
+    right.text(value + 10, k, f"{c8.tier_of(group).name}, {value:.0f}", va="center", fontsize=7)
+right.set_yticks(range(len(rows)), [f"{a.upper()} {op}" for a, op in rows], fontsize=8)
 right.set_xlim(0, 720)
 right.set_xlabel("busbw at 256 MiB (GB/s)")
-right.set_title("tp=8, pp=4, dp=2", fontsize=8)
+right.set_title("first group of each axis, tp=8, pp=4, dp=2", fontsize=9)

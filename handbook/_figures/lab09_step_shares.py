@@ -25,29 +25,28 @@ plans = [("TP 8, PP 4, DP 2", ParallelPlan(tp=8, pp=4, dp=2))]
 plans.append(("TP 4, PP 8, DP 2", ParallelPlan(tp=4, pp=8, dp=2)))
 NAMES = {"compute": "compute", "tp": "exposed TP", "pp_bubble": "PP bubble"}
 
-fig, ax = plt.subplots(figsize=(7.0, 2.3))
+fig, ax = plt.subplots(figsize=(6.2, 2.5))
 for row, (_label, plan) in enumerate(plans):
     step = fill_worksheet(replace(work, plan=plan)).step
     assert step is not None
     left = 0.0
+    aside: list[str] = []
     for name, seconds in step.breakdown.items():
         if seconds <= 0:
             continue
         colour = PALETTE[list(NAMES).index(name)] if name in NAMES else "0.55"
         ax.barh(row, seconds, left=left, color=colour, edgecolor="white", linewidth=0.5)
         share = seconds / step.seconds
-        if share > 0.1:
+        label = f"{NAMES.get(name, name)}\n{seconds:.1f} s, {share:.0%}"
+        if share > 0.2:
             ax.text(
-                left + seconds / 2,
-                row,
-                f"{NAMES[name]}\n{seconds:.1f} s, {share:.0%}",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="white",
+                left + seconds / 2, row, label, ha="center", va="center", fontsize=7, color="white"
             )
+        elif share > 0.1:  # too narrow for its label: it follows the step's total
+            aside.append(f"{NAMES.get(name, name)} {seconds:.1f} s, {share:.0%}")
         left += seconds
-    ax.text(left + 0.3, row, f"{step.seconds:.1f} s", va="center", fontsize=7)
+    total = "\n".join([f"{step.seconds:.1f} s", *aside])
+    ax.text(left + 0.3, row, total, va="center", fontsize=7)
 ax.set_yticks(range(len(plans)), [p[0] for p in plans], fontsize=7)
 ax.invert_yaxis()
 ax.set_xlim(0, 33)
@@ -55,4 +54,4 @@ ax.set_xlabel("seconds per step (the terms add up to the step)", fontsize=7)
 ax.tick_params(labelsize=7)
 ax.bar(0, 0, color=PALETTE[2], label="PP bubble")
 ax.bar(0, 0, color="0.55", label="PP send/recv, DP, optimizer")
-ax.legend(fontsize=6.5, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2)
+ax.legend(fontsize=7, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2)

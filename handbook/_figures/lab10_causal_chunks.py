@@ -11,7 +11,7 @@ from infralens.context_parallel import LAYOUTS, causal_work, token_ranges
 CP = 4
 BLOCKS = 2 * CP  # one "token" per block, so causal_work counts block pairs
 
-fig, axes = plt.subplots(1, 2, figsize=(7.6, 3.9))
+fig, axes = plt.subplots(1, 2, figsize=(6.2, 3.9))
 for ax, layout in zip(axes, LAYOUTS, strict=True):
     owner = {
         q: r
@@ -28,7 +28,7 @@ for ax, layout in zip(axes, LAYOUTS, strict=True):
                 ax.add_patch(Rectangle((k, y), 0.95, 0.95, facecolor="white", edgecolor="0.85"))
         ax.text(-0.2, BLOCKS - 1 - q + 0.47, f"r{owner[q]}", ha="right", va="center", fontsize=8)
     work = causal_work(BLOCKS, CP, layout)
-    ax.set_title(f"{layout.replace('_', '-')}: block pairs per rank {list(work)}", fontsize=9)
+    ax.set_title(f"{layout.replace('_', '-')}:\nblock pairs per rank {list(work)}", fontsize=9)
     ax.set_xlim(-1.0, BLOCKS)
     ax.set_ylim(-0.6, BLOCKS)
     ax.set_aspect("equal")

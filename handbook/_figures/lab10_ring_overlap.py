@@ -21,7 +21,7 @@ def step_us(c: int, bandwidth: int) -> tuple[float, float]:
     return float(step.compute_s) * 1e6, float(step.transfer_s) * 1e6
 
 
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
+fig, ax = plt.subplots(figsize=(6.2, 3.6))
 compute = [step_us(c, links.intra.bandwidth_bytes_per_s)[0] for c in tokens]
 ax.plot(tokens, compute, color=PALETTE[0], marker="o", ms=3, label="attention of one step")
 LINKS = ((PALETTE[1], "NVLink", links.intra), (PALETTE[3], "network", links.inter))

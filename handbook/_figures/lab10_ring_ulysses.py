@@ -11,7 +11,7 @@ from infralens.ring_attention import ring_schedule
 
 CP, SEQ, HEADS = 4, 8, 4
 
-fig, axes = plt.subplots(1, 3, figsize=(8.4, 3.0), gridspec_kw={"width_ratios": [1.1, 1, 1]})
+fig, axes = plt.subplots(1, 3, figsize=(6.2, 3.0), gridspec_kw={"width_ratios": [1.1, 1, 1]})
 
 ax = axes[0]
 for r, row in enumerate(ring_schedule(CP)):
@@ -21,12 +21,16 @@ for r, row in enumerate(ring_schedule(CP)):
         ax.text(t + 0.47, y + 0.45, f"KV{src}", ha="center", va="center", fontsize=7, color="white")
     ax.text(-0.15, CP - 1 - r + 0.45, f"rank {r}", ha="right", va="center", fontsize=8)
 ax.set_title(f"ring: K/V block held at each step\n({CP - 1} transfers per pass)", fontsize=9)
-ax.set_xticks([t + 0.47 for t in range(CP)], [f"step {t}" for t in range(CP)], fontsize=7)
+ax.set_xticks([t + 0.47 for t in range(CP)], [str(t) for t in range(CP)], fontsize=7)
+ax.set_xlabel("step", fontsize=8)
 
 
 def grid(ax: plt.Axes, owner: dict[tuple[int, int], int], title: str) -> None:
     for (t, h), r in owner.items():
         ax.add_patch(Rectangle((h, SEQ - 1 - t), 0.95, 0.9, color=PALETTE[r]))
+        # the owner's number as well as its colour: legible in greyscale
+        ax.text(h + 0.47, SEQ - 1 - t + 0.45, f"r{r}", ha="center", va="center", fontsize=7,
+                color="white")  # fmt: skip
     ax.set_title(title, fontsize=9)
     ax.set_xticks([h + 0.47 for h in range(HEADS)], [f"h{h}" for h in range(HEADS)], fontsize=7)
     ax.set_yticks(

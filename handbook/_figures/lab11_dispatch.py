@@ -22,7 +22,7 @@ scores = [
 routes = [top_k_experts(s, K) for s in scores]
 counts = send_counts(routes, EXPERTS, EP)
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(7.4, 3.6), width_ratios=[1.25, 1])
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.2, 3.6), width_ratios=[1.25, 1])
 rows = [(src, t, chosen) for src in range(EP) for t, chosen in enumerate(routes[src])]
 for y, (_, _, chosen) in enumerate(reversed(rows)):
     for x in range(EXPERTS):
@@ -39,7 +39,7 @@ left.set_xticks([x + 0.46 for x in range(EXPERTS)], [f"e{x}" for x in range(EXPE
 left.set_yticks(
     [len(rows) - 1 - i + 0.44 for i in range(len(rows))],
     [f"r{s} t{t}" for s, t, _ in rows],
-    fontsize=6,
+    fontsize=7,
 )
 left.tick_params(length=0)
 for spine in left.spines.values():
@@ -70,6 +70,6 @@ for i in range(EP):
         )
 right.set_xticks(range(EP), [f"to {j}" for j in range(EP)], fontsize=7)
 right.set_yticks(range(EP), [f"from {i}" for i in range(EP)], fontsize=7)
-right.set_title("dispatch send counts (combine = transpose)", fontsize=9)
+right.set_title("dispatch send counts\n(combine = transpose)", fontsize=9)
 fig.colorbar(im, ax=right, shrink=0.7, label="token copies")
 fig.tight_layout()

@@ -22,7 +22,7 @@ counts = send_counts(routes, EXPERTS, EP)
 buffer = TOKENS * K  # copies in one rank's dispatch buffer: S
 crossing = sum(sum(row[NODE:]) for row in counts[:NODE]) // buffer  # 4: 8 ranks x S/2
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(8.0, 3.6), width_ratios=[1, 1.3])
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.2, 3.6), width_ratios=[1, 1.3])
 for i in range(EP):
     for j in range(EP):
         crosses = (i < NODE) != (j < NODE)
@@ -55,7 +55,7 @@ left.set_yticks([NODE * 1.5, NODE / 2], ["from node 0", "from node 1"], fontsize
 left.tick_params(length=0)
 for spine in left.spines.values():
     spine.set_visible(False)
-left.set_title(f"send_counts: {EP} ranks, top-{K}, S = {buffer} copies per rank", fontsize=8)
+left.set_title(f"send_counts: {EP} ranks, top-{K},\nS = {buffer} copies per rank", fontsize=9)
 
 two = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
 sizes = [2**k for k in range(20, 32, 2)]
@@ -69,9 +69,9 @@ lines = (
     ),
     ("all-reduce, NCCL's choice (about S)", "all_reduce", None, PALETTE[0]),
 )
-for label, op, algorithm, colour in lines:
+for (label, op, algorithm, colour), marker in zip(lines, "s^o", strict=True):
     ms = [predict(op, n, two, algorithm=algorithm).seconds * 1e3 for n in sizes]
-    right.plot(sizes, ms, marker="o", ms=3, color=colour, label=label)
+    right.plot(sizes, ms, marker=marker, ms=3, color=colour, label=label)
 right.set_xscale("log", base=2)
 right.set_yscale("log")
 right.set_xlabel("bytes per GPU, S", fontsize=8)

@@ -14,10 +14,11 @@ balanced = [COPIES // EXPERTS] * EXPERTS
 hot = [304] + [48] * (EXPERTS - 1)  # expert 0 wins 304 of 1024 copies
 cap = expert_capacity(COPIES, EXPERTS, capacity_factor=1.25)
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(7.4, 3.2), width_ratios=[1.6, 1])
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.2, 3.2), width_ratios=[1.6, 1])
 x = range(EP)
 left.bar([i - 0.2 for i in x], rank_tokens(balanced, EP), 0.4, color=PALETTE[0], label="balanced")
-left.bar([i + 0.2 for i in x], rank_tokens(hot, EP), 0.4, color=PALETTE[1], label="hot expert 0")
+left.bar([i + 0.2 for i in x], rank_tokens(hot, EP), 0.4, color=PALETTE[1], label="hot expert 0",
+         hatch="////", edgecolor="white", linewidth=0)  # fmt: skip
 left.axhline(PER_RANK * cap, color="0.3", linestyle="--", linewidth=1)
 left.text(
     EP - 0.5,
@@ -46,5 +47,5 @@ right.set_xticks(range(3), labels, fontsize=7)
 right.set_ylabel("layer time / balanced")
 right.set_ylim(0, float(max(times)) * 1.15)
 dropped = route([(e,) for e, n in enumerate(hot) for _ in range(n)], EXPERTS, cap).dropped
-right.set_title(f"hot expert drops {dropped[0]} copies at cap", fontsize=9)
+right.set_title(f"hot expert drops\n{dropped[0]} copies at cap", fontsize=9)
 fig.tight_layout()

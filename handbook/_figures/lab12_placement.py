@@ -28,7 +28,7 @@ def y_of(node: int) -> float:
     return NODES - 1 - node
 
 
-fig, ax = plt.subplots(figsize=(7.2, 4.4))
+fig, ax = plt.subplots(figsize=(6.2, 5.4))
 for rank in range(plan.world_size):
     node, gpu = divmod(rank, GPUS)
     c = plan.coords(rank)
@@ -57,7 +57,7 @@ for group in plan.groups("tp"):
 for node in range(NODES):
     c = plan.coords(node * GPUS)
     ax.text(-0.15, y_of(node) + 0.5, f"node {node}\nstage {c['pp']}, replica {c['dp']}",
-            ha="right", va="center", fontsize=6.5)  # fmt: skip
+            ha="right", va="center", fontsize=7)  # fmt: skip
 # The PP and DP groups of the last GPU column, in lanes beside the grid (every column's
 # groups look the same): a dot marks each member node, an arrow each hop between nodes.
 lanes = [("dp", 0, GPUS + 0.35), ("pp", 0, GPUS + 0.8), ("pp", 1, GPUS + 1.15)]
@@ -79,17 +79,18 @@ legend = [
     (color["dp"], "DP reduce-scatter + all-gather (first lane)", "dp"),
     (color["pp"], "PP send/recv (a lane per replica)", "pp"),
 ]
+# The key under the grid, one line per group kind.
 for k, (shade, what, axis) in enumerate(legend):
-    ax.text(GPUS + 1.6, NODES - 0.4 - 0.75 * k,
-            f"{what}:\n{LINK_WORDS[placement[axis]]}, {seconds[axis]:.2f} s per step",
-            color=shade, fontsize=6.5, va="top")  # fmt: skip
-ax.text(GPUS + 1.6, NODES - 2.8,
-        "fill colour: pipeline stage\nlighter: second replica\nnumber: rank",
-        fontsize=6.5, va="top", color="0.3")  # fmt: skip
-ax.set_xlim(-2.6, GPUS + 7.2)
-ax.set_ylim(-0.1, NODES + 0.1)
+    ax.text(-2.6, -0.5 - 0.5 * k,
+            f"{what}: {LINK_WORDS[placement[axis]]}, {seconds[axis]:.2f} s per step",
+            color=shade, fontsize=7, va="top")  # fmt: skip
+ax.text(-2.6, -2.0, "fill colour: pipeline stage; lighter: second replica; number: rank",
+        fontsize=7, va="top", color="0.3")  # fmt: skip
+ax.set_xlim(-2.6, GPUS + 1.4)
+ax.set_ylim(-2.5, NODES + 0.1)
 ax.set_aspect("equal")
-ax.set_xticks([g + 0.5 for g in range(GPUS)], [f"GPU {g}" for g in range(GPUS)], fontsize=6)
+ax.xaxis.tick_top()
+ax.set_xticks([g + 0.5 for g in range(GPUS)], [f"GPU {g}" for g in range(GPUS)], fontsize=7)
 ax.set_yticks([])
 ax.tick_params(length=0)
 for side in ax.spines.values():
@@ -97,4 +98,5 @@ for side in ax.spines.values():
 ax.set_title(
     f"tp={plan.tp}, pp={plan.pp}, dp={plan.dp} ({plan.order}) on {NODES} nodes x {GPUS} GPUs",
     fontsize=9,
+    pad=16,
 )

@@ -9,14 +9,14 @@ from matplotlib.patches import Rectangle
 from infralens.checkpoint import reshard_reads, save_layout
 
 layout = save_layout({"w": (10, 3)}, 4)
-fig, ax = plt.subplots(figsize=(6.4, 2.4))
+fig, ax = plt.subplots(figsize=(6.2, 2.4))
 for c in layout["w"]:
     if c.length:
         ax.add_patch(Rectangle((c.offset, 1.2), c.length - 0.05, 0.7, color=PALETTE[c.rank]))
         ax.text(
             c.offset + c.length / 2,
             1.55,
-            f"saved by rank {c.rank}",
+            f"rank {c.rank}",
             ha="center",
             va="center",
             fontsize=7,
@@ -34,7 +34,7 @@ for rank, reads in enumerate(reshard_reads(layout, 2)):
             xytext=(left + r.rows / 2, 1.2),
             arrowprops={"arrowstyle": "->", "color": "0.3"},
         )
-    ax.text(start + 0.1, 0.45, f"loaded by rank {rank}", va="center", fontsize=7)
+    ax.text(start + 0.1, 0.45, f"rank {rank}", va="center", fontsize=7)
 ax.set_xlim(0, 10)
 ax.set_ylim(0, 2)
 ax.set_xticks(range(11))

@@ -14,7 +14,7 @@ owner = {c.offset: c.rank for c in layout["w"] if c.length}
 length = {c.offset: c.length for c in layout["w"]}
 worlds = (4, 3, 2, 1)
 
-fig, ax = plt.subplots(figsize=(7.2, 3.4))
+fig, ax = plt.subplots(figsize=(6.2, 3.4))
 top = len(worlds) + 1
 for c in layout["w"]:
     if c.length:

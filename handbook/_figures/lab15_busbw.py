@@ -14,7 +14,8 @@ from infralens.validation import load_nccl_rows
 # The plot directive runs this script from handbook/_figures.
 ROWS = load_nccl_rows(Path("../../tests/data/nccl_tests.csv"))
 sizes = [2**k for k in range(20, 34)]  # 1 MiB .. 8 GiB
-fig, panels = plt.subplots(1, 2, figsize=(7.4, 3.0), sharey=True)
+fig, panels = plt.subplots(1, 2, figsize=(6.2, 4.2), sharey=True)
+STYLES = ("-", "-.", ":")  # with the colours: the forced algorithms apart in greyscale
 
 for ax, nodes in zip(panels, (1, 2), strict=True):
     cluster = Cluster.from_node_shape(f"{nodes}_nodes_x_8_gpus", "dgx-h100")
@@ -22,7 +23,7 @@ for ax, nodes in zip(panels, (1, 2), strict=True):
         values = [
             predict("all_reduce", s, cluster, algorithm=algorithm).bus_bandwidth for s in sizes
         ]
-        ax.plot(sizes, values, color=PALETTE[k], label=f"{algorithm} (forced)")
+        ax.plot(sizes, values, STYLES[k % 3], color=PALETTE[k], label=f"{algorithm} (forced)")
     chosen = [predict("all_reduce", s, cluster).bus_bandwidth for s in sizes]
     ax.plot(sizes, chosen, "k--", linewidth=0.8, label="NCCL's choice")
     runs = sorted(
@@ -36,5 +37,5 @@ for ax, nodes in zip(panels, (1, 2), strict=True):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("all-reduce size (bytes)")
     ax.set_title(f"{nodes} DGX H100 node{'s' if nodes > 1 else ''}", fontsize=9)
-    ax.legend(fontsize=5, frameon=False, loc="upper left")
+    ax.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 panels[0].set_ylabel("bus bandwidth (GB/s)")

@@ -21,7 +21,11 @@ LABELS = (
     "fp32 logits",
 )
 
-fig, axes = plt.subplots(1, len(CASES), figsize=(9.6, 3.4), sharey=True)
+# A hatch per part as well as a colour: the parts stay apart in greyscale.
+HATCHES = (None, "////", "....", "xxxx", "\\\\")
+
+fig, grid = plt.subplots(2, 2, figsize=(6.2, 5.6), sharey=True, sharex=True)
+axes = grid.flat
 for ax, (model, gpus) in zip(axes, CASES, strict=True):
     bars = [
         gpu_memory(Job(model, ParallelPlan(dp=gpus), Cluster(gpus // 8, 8), seq_len=8192,
@@ -29,17 +33,29 @@ for ax, (model, gpus) in zip(axes, CASES, strict=True):
         for r in RECIPES
     ]  # fmt: skip
     bottom = [0.0] * len(RECIPES)
-    for colour, part, label in zip(PALETTE, PARTS, LABELS, strict=False):
+    for colour, hatch, part, label in zip(PALETTE, HATCHES, PARTS, LABELS, strict=False):
         heights = [getattr(b, part) / 10**9 for b in bars]
-        ax.bar(range(len(RECIPES)), heights, bottom=bottom, color=colour, label=label)
+        ax.bar(
+            range(len(RECIPES)),
+            heights,
+            bottom=bottom,
+            color=colour,
+            hatch=hatch,
+            edgecolor="white",
+            linewidth=0.4,
+            label=label,
+        )
         bottom = [x + y for x, y in zip(bottom, heights, strict=True)]
     ax.axhline(HBM_BYTES["h100-sxm5-80gb"] / 10**9, color="black", linewidth=0.8, linestyle="--")
     ax.set_yscale("log")
     ax.set_ylim(1, 3000)
     ticks = ["ZeRO\npaper", "Megatron\nbf16", "Megatron\ndistopt", "FSDP2"]
-    ax.set_xticks(range(len(RECIPES)), ticks, fontsize=7)
+    ax.set_xticks(range(len(RECIPES)), ticks, fontsize=8)
     ax.set_title(f"{model}, dp = {gpus}", fontsize=9)
-axes[0].set_ylabel("GB (10⁹ bytes) per GPU, log scale")
-axes[0].legend(fontsize=6, frameon=False, loc="upper right")
+for ax in grid[:, 0]:
+    ax.set_ylabel("GB (10⁹ bytes) per GPU", fontsize=9)
+fig.legend(
+    *grid[0, 0].get_legend_handles_labels(), fontsize=7, frameon=False, loc="lower center", ncol=3
+)
 fig.suptitle("8,192 tokens, micro-batch 1, full recomputation; dashed: 80 GB H100 SXM", fontsize=9)
-fig.tight_layout()
+fig.tight_layout(rect=(0, 0.07, 1, 1))

@@ -20,11 +20,11 @@ BLOCKING = checkpoint_cost(
     total_bytes=4 * 10**9 * 16_384, gpus=16_384, storage_bytes_per_s=2 * 10**12
 ).blocking_s
 
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = plt.subplots(figsize=(6.2, 3.4))
 minutes = [m / 4 for m in range(4, 4 * 120)]
-for delta, color, label in (
-    (BLOCKING, PALETTE[0], f"blocking save, δ = {BLOCKING:.0f} s"),
-    (BLOCKING / 10, PALETTE[1], f"δ = {BLOCKING / 10:.1f} s (a ten times shorter pause)"),
+for delta, color, style, label in (
+    (BLOCKING, PALETTE[0], "-", f"blocking save, δ = {BLOCKING:.0f} s"),
+    (BLOCKING / 10, PALETTE[1], "--", f"δ = {BLOCKING / 10:.1f} s (a ten times shorter pause)"),
 ):
     g = [
         goodput(
@@ -35,7 +35,7 @@ for delta, color, label in (
         )
         for m in minutes
     ]
-    ax.plot(minutes, [100 * x for x in g], color=color, label=label)
+    ax.plot(minutes, [100 * x for x in g], style, color=color, label=label)
     for rule, marker, size in ((young_interval, "o", 11), (daly_interval, "s", 5)):
         tau = rule(checkpoint_seconds=delta, mtbf_seconds=MTBF)
         best = goodput(

@@ -15,7 +15,7 @@ LAST[11] = 1_203_456
 culprits = hang_culprits(LAST)
 base = min(LAST.values()) - 1
 
-fig, ax = plt.subplots(figsize=(6.4, 2.8))
+fig, ax = plt.subplots(figsize=(6.2, 2.8))
 ranks = sorted(LAST)
 colors = [PALETTE[3] if r in culprits else PALETTE[0] for r in ranks]
 ax.bar(ranks, [LAST[r] - base for r in ranks], color=colors)

@@ -22,7 +22,7 @@ TABLE_3 = [
 budgets = [10 ** (18 + k / 4) for k in range(0, 41)]
 frontier = [compute_optimal(c) for c in budgets]
 
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
+fig, ax = plt.subplots(figsize=(6.2, 3.6))
 ax.loglog(
     [n for n, _ in frontier],
     [d for _, d in frontier],

@@ -11,7 +11,7 @@ from infralens.validation import SCOPES, check_nccl, load_nccl_rows
 
 # The plot directive runs this script from handbook/_figures.
 checks = [check_nccl(r) for r in load_nccl_rows(Path("../../tests/data/nccl_tests.csv"))]
-fig, (scatter, errors) = plt.subplots(1, 2, figsize=(7.4, 3.2))
+fig, (scatter, errors) = plt.subplots(1, 2, figsize=(6.2, 3.2))
 for k, scope in enumerate(SCOPES):
     mine = [c for c in checks if c.row.scope == scope]
     scatter.plot(
@@ -39,7 +39,7 @@ scatter.set_xscale("log")
 scatter.set_yscale("log")
 scatter.set_xlabel("measured busbw (GB/s)")
 scatter.set_ylabel("predicted busbw (GB/s)")
-scatter.legend(fontsize=6, frameon=False, title="transport (rows)", title_fontsize=6)
+scatter.legend(fontsize=7, frameon=False, title="transport (rows)", title_fontsize=7)
 errors.axhline(0, color="k", linewidth=0.6)
 for bound in (-10, 10):
     errors.axhline(bound, color="k", linestyle=":", linewidth=0.6)
