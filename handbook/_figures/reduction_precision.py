@@ -14,12 +14,13 @@ labels = {
     "fp32": "fp32 wire and sum",
 }
 fig, ax = plt.subplots(figsize=(6.4, 3.0))
+styles = ["o-", "s--", "^:"]  # a marker and dash per mode: greyscale-safe
 for i, mode in enumerate(MODES):
     errors = []
     for n in degrees:
         grads = [1 + (r % 7) / 64 for r in range(n)]  # same sign on every rank
         errors.append(max(abs(relative_error(grads, mode)), 1e-9))
-    ax.plot(degrees, errors, "o-", color=PALETTE[i], label=labels[mode], ms=3)
+    ax.plot(degrees, errors, styles[i], color=PALETTE[i], label=labels[mode], ms=4)
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")
 ax.set_ylim(5e-10, 2)
