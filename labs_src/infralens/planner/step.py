@@ -328,13 +328,19 @@ def _estimate(
                          tpc.under_gemm, 2 * ring, bwd_s)  # fmt: skip
         return path.phase_exposed(fwd), path.phase_exposed(bwd)
 
+    # [end:critical-path]
+    # [start:layer-kinds]
+    # FSDP's traffic differs by layer: the first micro-batch's (`first`), the
+    # others' (`later`), and in each micro-batch the `lead` layer, whose gather
+    # waited in the open (fsdp.waits), so its forward prefetches nothing.
     later_fwd, later_bwd = layer(fsdp.later if fsdp else (0.0, 0.0))
     later = later_fwd + later_bwd
-    first = sum(layer(fsdp.first), path.Exposed()) if fsdp else later
-    # the layer whose gather waited (fsdp.waits) prefetches nothing in its forward
-    lead = [sum(layer((0.0, t[1])), path.Exposed()) for t in (fsdp.first, fsdp.later)
-            ] if fsdp else [first, later]  # fmt: skip
-    # [end:critical-path]
+    first, lead = later, [later, later]
+    if fsdp:
+        first = sum(layer(fsdp.first), path.Exposed())
+        backward_only = [(0.0, fsdp.first[1]), (0.0, fsdp.later[1])]
+        lead = [sum(layer(t), path.Exposed()) for t in backward_only]
+    # [end:layer-kinds]
 
     # [start:pipeline-pace]
     # PP: the longest stage sets the pace: its work, the bubble (p - 1)/(v·m) of it,
