@@ -110,6 +110,8 @@ NUMBER_WORDS = {
     23: "twenty-three",
     24: "twenty-four",
     25: "twenty-five",
+    26: "twenty-six",
+    27: "twenty-seven",
 }
 
 
