@@ -266,6 +266,9 @@ def _worksheet(job: Job) -> Any:
 
 @RELATION
 @given(jobs())
+# interleaved sends hide in the stream time TP and the CP ring leave, not beside them
+@example(job_on("llama2-7b", "dgx-h100", 32, ParallelPlan(tp=2, cp=16, pp=8), 2048, 16,
+                "ddp", "none", "interleaved", 4))  # fmt: skip
 def test_no_term_is_negative_and_nothing_hides_behind_more_than_the_compute(
     job: Job,
 ) -> None:

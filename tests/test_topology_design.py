@@ -54,7 +54,11 @@ def test_worksheet_names_links_and_memory() -> None:
     assert sheet.bubble_fraction == Fraction(3, 256)
     assert [r.collective for r in sheet.comms if r.axis == "dp"] == ["reduce_scatter", "all_gather"]
     text = render_markdown(sheet)
-    assert "| TP | 8 | nvlink: ranks 0–7 |" in text and "bound by: " in text and "% of the step)" in text
+    assert (
+        "| TP | 8 | nvlink: ranks 0–7 |" in text
+        and "bound by: " in text
+        and "% of the step)" in text
+    )
 
 
 @pytest.mark.parametrize("change", [{}, {"recompute": "full"}, {"recipe": "megatron-core-fp8"},

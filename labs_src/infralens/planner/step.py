@@ -360,6 +360,17 @@ def _estimate(
     pp_bubble, pp_p2p = pace.bubble, pace.p2p
     # [end:pipeline-pace]
 
+    # [start:pp-beside]
+    # Interleaved sends past the warm-up hide, but only in the stream time the
+    # layers leave free (one collective stream), and beside compute they slow it.
+    sent = 2 * n_mb * v * one if plan.pp > 1 and sched == "interleaved" else 0.0
+    to_hide = max(0.0, sent - pace.p2p)
+    pp_beside = min(to_hide, step_layers.free)
+    pp_p2p += to_hide - pp_beside
+    compute += path.OVERLAP_SLOWDOWN * pp_beside
+    left = 1.0 - pp_beside / step_layers.free if step_layers.free else 0.0
+    # [end:pp-beside]
+
     # [start:dp]
     # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16
     # (or fp8), over dp·cp: FSDP behind each layer, DDP in the stream time the
@@ -370,7 +381,8 @@ def _estimate(
         dp, beside = sync.data_parallel(
             local, cluster, dp_group, zero_stage=zero_stage,
             overlap_grad_reduce=overlap,
-            free=(later_fwd.free * pace.layers, later_bwd.free * pace.layers),
+            free=(later_fwd.free * pace.layers * left,
+                  later_bwd.free * pace.layers * left),
             grad_bytes=grad_bytes, gather_bytes=r.gather_bytes,
         )  # fmt: skip
         compute += path.OVERLAP_SLOWDOWN * min(beside, pace.compute)
