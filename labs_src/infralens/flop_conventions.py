@@ -178,3 +178,22 @@ def tokens_per_second(
     return rate / flops_per_token(
         model, seq_len=seq_len, convention=convention, reading=reading
     )
+
+
+def markdown_table(model: TransformerConfig, *, seq_len: int) -> str:
+    """Markdown: each convention, what it counts, where, and its FLOPs per token of *model*
+    at *seq_len* relative to the package's (Megatron-LM's) count."""
+    ours = flops_per_token(model, seq_len=seq_len, convention="megatron-lm")
+    lines = [
+        "| convention | attention | counts | relative to Megatron-LM | written in |",
+        "| --- | --- | --- | ---: | --- |",
+    ]
+    for name, c in CONVENTIONS.items():
+        ratio = " or ".join(
+            f"{flops_per_token(model, seq_len=seq_len, convention=name, reading=r) / ours:.3f}"
+            for r in readings(model, seq_len=seq_len, convention=name)
+        )
+        lines.append(
+            f"| `{name}` | {c.attention} | {c.counts} | {ratio} | {c.where} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -54,6 +54,7 @@ __all__ = [
     "load_runs",
     "markdown_report",
     "median_error",
+    "unpriced_report",
 ]
 
 METRICS = ("tflops", "tokens_per_s", "step_s", "step_ms")
@@ -297,4 +298,16 @@ def markdown_report(checks: list[RunCheck]) -> str:
             f"{r.published:,.{digits}f} | {c.predicted:,.{digits}f} | {error} | {c.bottleneck} | "
             f"[{r.source}]({r.url}) |"
         )
+    return "\n".join(lines) + "\n"
+
+
+@typed
+def unpriced_report(rows: list[TrainingRun]) -> str:
+    """One table row per shipped run the model does not price, with the reason."""
+    lines = ["| run | hardware | published | metric | why it is not priced | source |",
+             "| --- | --- | ---: | --- | --- | --- |"]  # fmt: skip
+    for r in rows:
+        if r.unpriced:
+            lines.append(f"| {r.run_id} | {r.hardware} | {r.published:,} | {r.metric} | "
+                         f"{r.unpriced} | [{r.source}]({r.url}) |")  # fmt: skip
     return "\n".join(lines) + "\n"
