@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infralens._typecheck import check_fields
+from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, positive_int, positive_number
 from infralens.compute import model_flops_per_token
 from infralens.megatron_formulas import megatron_flops_per_iteration
@@ -48,6 +48,7 @@ __all__ = [
     "CONVENTIONS",
     "Convention",
     "flops_per_token",
+    "markdown_table",
     "readings",
     "tokens_per_second",
 ]
@@ -93,6 +94,7 @@ CONVENTIONS: dict[str, Convention] = {
 """Every convention a shipped figure uses, keyed by its source."""
 
 
+@typed
 def readings(
     model: TransformerConfig, *, seq_len: int, convention: str
 ) -> tuple[str, ...]:
@@ -115,6 +117,7 @@ def readings(
     return ("full", "causal") if kind == "unstated" else (kind,)
 
 
+@typed
 def flops_per_token(
     model: TransformerConfig, *, seq_len: int, convention: str, reading: str = ""
 ) -> float:
@@ -151,6 +154,7 @@ def flops_per_token(
     )
 
 
+@typed
 def tokens_per_second(
     tflops: float,
     model: TransformerConfig,
@@ -180,6 +184,7 @@ def tokens_per_second(
     )
 
 
+@typed
 def markdown_table(model: TransformerConfig, *, seq_len: int) -> str:
     """Markdown: each convention, what it counts, where, and its FLOPs per token of *model*
     at *seq_len* relative to the package's (Megatron-LM's) count."""

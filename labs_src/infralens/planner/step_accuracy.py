@@ -31,14 +31,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from infralens._typecheck import check_fields
+from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice
 from infralens.planner.step_validation import RunCheck
 
 __all__ = [
     "TOLERANCE",
     "Accuracy",
-    "Calibration",
     "accuracy",
     "accuracy_table",
     "family_table",
@@ -51,9 +50,10 @@ TOLERANCE = 0.15
 """A prediction within ±15 % of the published tokens per second counts as a hit."""
 
 Calibration = Callable[[Sequence[RunCheck]], Callable[[RunCheck], float]]
-"""Checks to learn from -> the error the calibrated model makes on any check."""
+# A calibration: the checks to learn from -> the error the calibrated model makes on any check.
 
 
+@typed
 def uncalibrated(train: Sequence[RunCheck]) -> Callable[[RunCheck], float]:
     """The model as it is: nothing learnt from *train*, each row keeps its own error.
 
@@ -65,6 +65,7 @@ def uncalibrated(train: Sequence[RunCheck]) -> Callable[[RunCheck], float]:
     return lambda c: c.error
 
 
+@typed
 def share_of_median(train: Sequence[RunCheck]) -> Callable[[RunCheck], float]:
     """Divide every prediction by the median predicted/published ratio of *train*.
 
@@ -88,6 +89,7 @@ def share_of_median(train: Sequence[RunCheck]) -> Callable[[RunCheck], float]:
     return lambda c: (1 + c.error) / shared - 1
 
 
+@typed
 def held_out_errors(
     checks: Sequence[RunCheck], fit: Calibration
 ) -> dict[str, float]:
@@ -121,6 +123,7 @@ class Accuracy:
         check_fields(self, signed=("worst_error",))
 
 
+@typed
 def accuracy(
     checks: Sequence[RunCheck], fit: Calibration, *, precision: str, held_out: bool
 ) -> Accuracy:
@@ -156,6 +159,7 @@ def accuracy(
     )  # fmt: skip
 
 
+@typed
 def accuracy_table(checks: Sequence[RunCheck], fit: Calibration) -> str:
     """Markdown: BF16 and FP8, in sample and out of sample, one line each."""
     lines = [
@@ -174,6 +178,7 @@ def accuracy_table(checks: Sequence[RunCheck], fit: Calibration) -> str:
     return "\n".join(lines) + "\n"
 
 
+@typed
 def family_table(checks: Sequence[RunCheck], fit: Calibration) -> str:
     """Markdown: each source's runs, their median and range of held-out error."""
     errors = held_out_errors(checks, fit)
