@@ -109,6 +109,7 @@ nitpick_ignore = [
     ("py:class", "collections.abc.Sequence"),
     ("py:class", "collections.abc.Mapping"),
     ("py:class", "collections.abc.Iterator"),
+    ("py:class", "collections.abc.Callable"),
     ("py:class", "T"),
     ("py:data", "Ellipsis"),
 ]
@@ -290,6 +291,36 @@ def _step_validation() -> str:
     return markdown_report([check_run(r) for r in runs])
 
 
+def _step_accuracy() -> str:
+    from infralens.planner.step_accuracy import accuracy_table, uncalibrated
+    from infralens.planner.step_validation import check_run, load_runs
+
+    runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
+    return accuracy_table([check_run(r) for r in runs], uncalibrated)
+
+
+def _step_sources() -> str:
+    from infralens.planner.step_accuracy import family_table, uncalibrated
+    from infralens.planner.step_validation import check_run, load_runs
+
+    runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
+    return family_table([check_run(r) for r in runs], uncalibrated)
+
+
+def _step_unpriced() -> str:
+    from infralens.planner.step_validation import load_runs, unpriced_report
+
+    path = ROOT / "tests" / "data" / "training_runs.csv"
+    return unpriced_report(load_runs(path, unpriced=True))
+
+
+def _flop_conventions() -> str:
+    from infralens.flop_conventions import markdown_table
+    from infralens.model import PRESETS
+
+    return markdown_table(PRESETS["llama3-8b"], seq_len=8192)
+
+
 def _cheatsheet() -> str:
     from infralens_cheatsheet import cheatsheet_markdown
 
@@ -314,6 +345,10 @@ def _lab12_blank_worksheet() -> str:
 GENERATED = {
     "nccl_validation.md": _nccl_validation,
     "step_validation.md": _step_validation,
+    "step_accuracy.md": _step_accuracy,
+    "step_sources.md": _step_sources,
+    "step_unpriced.md": _step_unpriced,
+    "flop_conventions.md": _flop_conventions,
     "cheatsheet.md": _cheatsheet,
     "lab12_worksheet.md": _lab12_worksheet,
     "lab12_blank_worksheet.md": _lab12_blank_worksheet,

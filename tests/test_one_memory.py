@@ -224,7 +224,7 @@ def _published(meta: bool) -> list[tuple[str, int, int]]:
 
 def test_every_published_run_fits() -> None:
     runs = _published(meta=False)
-    assert len(runs) == 19
+    assert len(runs) == 55
     for run_id, predicted, hbm in runs:
         assert predicted <= hbm, (run_id, predicted / GB)
 
@@ -243,3 +243,46 @@ def test_meta_405b_published_rows_fit() -> None:
     # row to 84.7 GB (handbook section 17); which reading Meta ran is not published.
     for run_id, predicted, hbm in _published(meta=True):
         assert predicted <= hbm, (run_id, predicted / GB)
+
+
+def _megatron_ci_memory() -> list[tuple[str, float, float]]:
+    """(row, predicted bytes, max allocated bytes) for Megatron-LM's CI memory rows."""
+    import csv
+
+    import infralens.planner.step_validation as sv
+    from infralens.planner.fit import gpu_memory
+
+    runs = {(r.system, r.tp, r.pp): r for r in sv.load_runs(DATA / "training_runs.csv")
+            if r.family == "megatron"}  # fmt: skip
+    out = []
+    with (DATA / "memory_measurements.csv").open(newline="", encoding="utf-8") as f:
+        for m in csv.DictReader(f):
+            if not m["model"].startswith("mcore:"):
+                continue
+            deg = dict(p.split() for p in m["parallelism"].split(", "))
+            system = "dgx-a100" if "A100" in m["hardware"] else "dgx-h100"
+            r = runs[(system, int(deg["TP"]), int(deg["PP"]))]
+            assert r.model == m["model"] and str(r.micro_batch) in m["config"]
+            job = Job(r.config(), ParallelPlan(tp=r.tp, pp=r.pp, dp=r.dp),
+                      Cluster(1, 8, sv.SYSTEMS[system]), seq_len=r.seq_len,
+                      global_batch_size=r.global_batch, micro_batch_size=r.micro_batch,
+                      recompute=r.recompute, sequence_parallel=r.sequence_parallel,
+                      schedule=r.schedule, chunks=r.chunks, attention=r.attention,
+                      recipe=r.recipe)  # fmt: skip
+            out.append((r.run_id, gpu_memory(job).total, float(m["value"])))
+    assert len(out) == 4
+    return out
+
+
+def test_megatron_ci_memory_is_not_overcounted() -> None:
+    # max_memory_allocated holds everything the count holds plus what it leaves out
+    # (cuBLAS and Transformer Engine workspaces, transient buffers), so a prediction
+    # above the measurement would be a term counted twice.
+    for run_id, predicted, measured in _megatron_ci_memory():
+        assert predicted <= measured, (run_id, predicted / 2**30, measured / 2**30)
+
+
+@pytest.mark.xfail(strict=True, reason="14-18 % under Megatron's CI peak: see validation.md")
+def test_megatron_ci_memory_within_ten_percent() -> None:
+    for run_id, predicted, measured in _megatron_ci_memory():
+        assert abs(predicted / measured - 1) <= 0.10, run_id

@@ -4,8 +4,10 @@ A training step's arithmetic is its matrix multiplications: the weight
 GEMMs (2 FLOPs per parameter per token forward, twice that backward) and
 the attention score and value products. This module counts them, divides
 by what a GPU's tensor cores *actually* sustain on large BF16 matmuls, and
-reports utilisation the way PaLM (Chowdhery et al. 2022, Appendix B)
-defines it:
+reports utilisation as PaLM (Chowdhery et al. 2022, Appendix B) defines it,
+with the FLOP count of :func:`model_flops_per_token` (the step model passes
+``causal=True``, Megatron-LM's count; :mod:`infralens.flop_conventions` has
+the others):
 
     MFU = model FLOPs per second / dense peak      (no recomputation counted)
     HFU = hardware FLOPs per second / dense peak   (recomputation counted)

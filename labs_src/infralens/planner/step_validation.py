@@ -3,20 +3,25 @@
 ``tests/data/training_runs.csv`` holds published throughput of real training
 runs, each with its source, hardware, model, plan, batch and what had to be
 assumed where the source is silent. :func:`check_run` predicts the step and
-turns it into the figure the source printed, counted the source's way:
+compares it with the published figure as tokens per second per GPU, the one
+quantity every source and the model share:
 
-- ``tflops_megatron``: Narayanan et al. (2021) Eq. 3 FLOPs (recomputation
-  included, full s² attention) per second per GPU;
-- ``tflops_palm``: PaLM's model FLOPs, 6N + 12·L·h·s per token (Llama 3's
-  Table 4 cites PaLM for its MFU);
-- ``tokens_per_s``: tokens per second per GPU.
+- ``tflops``: a FLOP rate per GPU, turned into tokens per second with the
+  count its source used (the ``flop_convention`` column,
+  :mod:`infralens.flop_conventions`); where the source does not say which
+  count it used, every reading is kept;
+- ``tokens_per_s``: tokens per second per GPU;
+- ``step_s`` and ``step_ms``: the time of one training step.
 
-The test suite and the "Validated against measurements" page both call it.
+A row the model cannot price (a GPU with no measured ceilings, a mechanism the
+model lacks) says why in its ``unpriced`` column; :func:`load_runs` leaves it
+out unless asked. The test suite and the "Validated against measurements"
+page both call it.
 
 >>> rows = load_runs("tests/data/training_runs.csv")
 >>> c = check_run(next(r for r in rows if r.run_id == "llama3-405b-8k-8192"))
->>> c.row.published, c.predicted > 0
-(430.0, True)
+>>> c.row.published, c.predicted > 0, [name for name, _ in c.readings]
+(430.0, True, ['full', 'causal'])
 """
 
 from __future__ import annotations
@@ -28,10 +33,9 @@ from statistics import median
 from infralens._files import read_csv_rows
 from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, positive_number
-from infralens.compute import model_flops_per_token
 from infralens.elementwise import ELEMENTWISE_KERNELS
+from infralens.flop_conventions import CONVENTIONS, flops_per_token, readings
 from infralens.hardware import SYSTEMS
-from infralens.megatron_formulas import megatron_flops_per_iteration
 from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
 from infralens.planner.job import Job
@@ -50,9 +54,10 @@ __all__ = [
     "load_runs",
     "markdown_report",
     "median_error",
+    "unpriced_report",
 ]
 
-METRICS = ("tflops_megatron", "tflops_palm", "tokens_per_s")
+METRICS = ("tflops", "tokens_per_s", "step_s", "step_ms")
 
 
 @dataclass(frozen=True)
@@ -87,35 +92,61 @@ class TrainingRun:
     published: float
     assumptions: str
     recipe: str = ""
+    flop_convention: str = ""
+    unpriced: str = ""
 
     def __post_init__(self) -> None:
         check_fields(self)
         positive_number(
             "published", self.published
         )  # a measurement of 0 or less is no measurement
+        if (self.metric == "tflops") != bool(self.flop_convention):
+            raise ValueError(
+                f"{self.run_id}: flop_convention goes with, and only with, tflops"
+            )
+
+    @property
+    def precision(self) -> str:
+        """``"fp8"`` for a row priced with an FP8 recipe, else ``"bf16"``."""
+        return RECIPES[self.recipe].precision if self.recipe else "bf16"
+
+    @property
+    def family(self) -> str:
+        """The publisher: the run id up to its first hyphen (``vtrain``, ``torchtitan``, ...)."""
+        return self.run_id.split("-", 1)[0]
 
     def config(self) -> TransformerConfig:
-        """The model: a preset key, or ``gpt:layers:hidden:heads`` for Megatron's GPT shapes
-        (4h MLP, biases, learned positions, tied output, V = 51,200)."""
-        if not self.model.startswith("gpt:"):
+        """The model: a preset key, ``gpt:layers:hidden:heads`` for Megatron's GPT shapes
+        (4h MLP, biases, learned positions, tied output, V = 51,200), or
+        ``mcore:layers:hidden:heads:groups:vocab`` for Megatron-Core's GPT defaults
+        (the same with grouped query attention and an untied output)."""
+        kind, _, dims = self.model.partition(":")
+        if kind not in ("gpt", "mcore"):
             return PRESETS[check_choice("model", self.model, tuple(PRESETS))]
-        layers, hidden, heads = (int(x) for x in self.model.split(":")[1:])
+        layers, hidden, heads, *rest = (int(x) for x in dims.split(":"))
+        kv, vocab = rest if kind == "mcore" else (heads, 51200)
         return TransformerConfig(
-            layers=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn_hidden=4 * hidden,
-            vocab_size=51200, seq_len=self.seq_len, tied_embeddings=True, bias=True,
+            layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn_hidden=4 * hidden,
+            vocab_size=vocab, seq_len=self.seq_len, tied_embeddings=kind == "gpt", bias=True,
             learned_positions=True,
         )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class RunCheck:
-    """A run, the predicted figure in the source's units, and ``predicted / published - 1``."""
+    """A run, the predicted figure in the source's units, and the tokens/s error.
+
+    ``error`` is predicted over published tokens per second per GPU, minus 1
+    (positive: the model is optimistic), under the first reading of the
+    source's FLOP count; ``readings`` holds the error under every reading.
+    """
 
     row: TrainingRun
     predicted: float
     error: float
     seconds: float
     bottleneck: str
+    readings: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         check_fields(self, signed=("error",))
@@ -126,8 +157,9 @@ def _bool(row: dict[str, str], key: str) -> bool:
     return check_choice(key, row[key], ("true", "false")) == "true"
 
 
-def load_runs(path: str | Path) -> list[TrainingRun]:
-    """Read the training-run CSV at *path*.
+def load_runs(path: str | Path, *, unpriced: bool = False) -> list[TrainingRun]:
+    """Read the training-run CSV at *path*: the rows the model prices, or every row
+    with *unpriced*.
 
     Raises ``ValueError`` naming the path and line for a malformed row.
     """
@@ -149,15 +181,22 @@ def load_runs(path: str | Path) -> list[TrainingRun]:
                 check_choice("metric", r["metric"], METRICS),
                 float(r["published"]), r["assumptions"],
                 check_choice("recipe", r["recipe"], ("", *RECIPES)),
+                check_choice("flop_convention", r["flop_convention"], ("", *CONVENTIONS)),
+                r["unpriced"],
             ))  # fmt: skip
         except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"{where}: line {line}: {str(exc)[:200]}") from None
-    return rows
+    return [r for r in rows if unpriced or not r.unpriced]
 
 
 @typed
 def check_run(row: TrainingRun) -> RunCheck:
-    """Predict *row*'s step and express it in the metric its source printed."""
+    """Predict *row*'s step and express it in the metric its source printed.
+
+    Raises ``ValueError`` for a row marked unpriced.
+    """
+    if row.unpriced:
+        raise ValueError(f"{row.run_id} is not priced: {row.unpriced}")
     system = SYSTEMS[row.system]
     cluster = Cluster(
         row.gpus // system.gpus_per_node, system.gpus_per_node, system
@@ -179,20 +218,43 @@ def check_run(row: TrainingRun) -> RunCheck:
         account_for_embedding=meta, account_for_loss=meta, recipe=row.recipe or None,
     )  # fmt: skip
     e = estimate(job, check_memory=False)
-    if row.metric == "tflops_megatron":
-        flops = megatron_flops_per_iteration(
-            batch_size=row.global_batch, seq_len=row.seq_len, layers=model.layers,
-            hidden=model.hidden, vocab_size=model.vocab_size,
-        )  # fmt: skip
-        value = flops / e.seconds / row.gpus / 1e12
-    elif (
-        row.metric == "tflops_palm"
-    ):  # PaLM's count: full 12·L·h·s attention, as published
-        value = model_flops_per_token(model, seq_len=row.seq_len) * row.global_batch
-        value = value * row.seq_len / e.seconds / row.gpus / 1e12
+    tokens = e.tokens_per_second_per_gpu
+    published = published_tokens_per_second(row)
+    errors = tuple((name, tokens / value - 1) for name, value in published)
+    if row.metric == "tflops":
+        count = flops_per_token(
+            model, seq_len=row.seq_len, convention=row.flop_convention
+        )
+        value = tokens * count / 1e12
+    elif row.metric == "tokens_per_s":
+        value = tokens
     else:
-        value = e.tokens_per_second_per_gpu
-    return RunCheck(row, value, value / row.published - 1, e.seconds, e.bottleneck)
+        value = e.seconds * (1e3 if row.metric == "step_ms" else 1)
+    return RunCheck(row, value, errors[0][1], e.seconds, e.bottleneck, errors)
+
+
+@typed
+def published_tokens_per_second(row: TrainingRun) -> tuple[tuple[str, float], ...]:
+    """The published figure as tokens per second per GPU, one value per reading of its count.
+
+    >>> runs = {r.run_id: r for r in load_runs("tests/data/training_runs.csv")}
+    >>> [(k, round(v)) for k, v in published_tokens_per_second(runs["llama3-405b-128k-16384"])]
+    [('full', 67), ('causal', 94)]
+    >>> [(k, round(v, 1)) for k, v in published_tokens_per_second(runs["vtrain-175b-tp8-pp8-dp8"])]
+    [('', 111.5)]
+    """
+    tokens = row.global_batch * row.seq_len / row.gpus
+    if row.metric == "tokens_per_s":
+        return (("", row.published),)
+    if row.metric in ("step_s", "step_ms"):
+        seconds = row.published / (1e3 if row.metric == "step_ms" else 1)
+        return (("", tokens / seconds),)
+    model = row.config()
+    return tuple(
+        (name, row.published * 1e12 / flops_per_token(
+            model, seq_len=row.seq_len, convention=row.flop_convention, reading=name))
+        for name in readings(model, seq_len=row.seq_len, convention=row.flop_convention)
+    )  # fmt: skip
 
 
 @typed
@@ -201,7 +263,7 @@ def median_error(checks: list[RunCheck]) -> float:
 
     >>> rows = load_runs("tests/data/training_runs.csv")
     >>> round(median_error([check_run(r) for r in rows]), 2)
-    0.33
+    0.35
     >>> median_error([])
     Traceback (most recent call last):
     ...
@@ -217,8 +279,8 @@ def median_error(checks: list[RunCheck]) -> float:
 @typed
 def markdown_report(checks: list[RunCheck]) -> str:
     """One table row per published run: configuration, published, predicted, error, source."""
-    units = {"tflops_megatron": "TFLOP/s/GPU (Eq. 3)", "tflops_palm": "TFLOP/s/GPU (PaLM)",
-             "tokens_per_s": "tokens/s/GPU"}  # fmt: skip
+    units = {"tflops": "TFLOP/s/GPU", "tokens_per_s": "tokens/s/GPU", "step_s": "s/step",
+             "step_ms": "ms/step"}  # fmt: skip
     lines = [
         "| run | hardware | GPUs | tp·cp·pp·dp | batch × seq | metric | published | predicted "
         "| error | bound by | source |",
@@ -226,10 +288,26 @@ def markdown_report(checks: list[RunCheck]) -> str:
     ]
     for c in checks:
         r = c.row
+        count = f" ({r.flop_convention})" if r.flop_convention else ""
+        digits = 2 if r.metric == "step_s" else 0
+        error = " or ".join(f"{100 * e:+.0f} % ({k})" if k else f"{100 * e:+.0f} %"
+                            for k, e in c.readings)  # fmt: skip
         lines.append(
             f"| {r.run_id} | {r.hardware} | {r.gpus:,} | {r.tp}·{r.cp}·{r.pp}·{r.dp} | "
-            f"{r.global_batch:,} × {r.seq_len:,} | {units[r.metric]} | {r.published:,.0f} | "
-            f"{c.predicted:,.0f} | {100 * c.error:+.0f} % | {c.bottleneck} | "
+            f"{r.global_batch:,} × {r.seq_len:,} | {units[r.metric]}{count} | "
+            f"{r.published:,.{digits}f} | {c.predicted:,.{digits}f} | {error} | {c.bottleneck} | "
             f"[{r.source}]({r.url}) |"
         )
+    return "\n".join(lines) + "\n"
+
+
+@typed
+def unpriced_report(rows: list[TrainingRun]) -> str:
+    """One table row per shipped run the model does not price, with the reason."""
+    lines = ["| run | hardware | published | metric | why it is not priced | source |",
+             "| --- | --- | ---: | --- | --- | --- |"]  # fmt: skip
+    for r in rows:
+        if r.unpriced:
+            lines.append(f"| {r.run_id} | {r.hardware} | {r.published:,} | {r.metric} | "
+                         f"{r.unpriced} | [{r.source}]({r.url}) |")  # fmt: skip
     return "\n".join(lines) + "\n"
