@@ -254,7 +254,9 @@ def _fill(driver: Any, job: dict[str, str]) -> WebElement:
         )
     result = driver.find_element(By.CSS_SELECTOR, ".infralens-plan-result")
     driver.execute_script("arguments[0].textContent = '';", result)
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    submit = form.find_element(By.CSS_SELECTOR, "button[type=submit]")
+    driver.execute_script(CENTER, submit)
+    submit.click()
     _finished(driver, result, timeout=120)
     return result
 
