@@ -40,16 +40,24 @@ def _runtime(session: nox.Session) -> None:
 
     `npm pack` takes the pinned `pyodide` package from the npm registry once into
     build/runtime/; its sha512 must equal the pinned integrity
-    (conf/infralens_runtime_files.py). The HTML build copies it, with the package's
-    wheel built from the working tree, to _static/.
+    (conf/infralens_runtime_files.py). That Pyodide, under Node, then compiles its own
+    standard library to bytecode once, so the pages' interpreter starts without compiling
+    it. The HTML build copies both, with the package's wheel built from the working tree,
+    to _static/.
     """
-    if infralens_runtime_files.have_pyodide():
+    if (
+        infralens_runtime_files.have_pyodide()
+        and infralens_runtime_files.compiled_stdlib().exists()
+    ):
         return
-    npm = shutil.which("npm")
-    if npm is None:
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
         session.error("npm not found; install Node.js and npm: apt-get install npm")
-    session.log(f"fetching pyodide@{infralens_runtime_files.PYODIDE_VERSION} with npm pack")
-    infralens_runtime_files.fetch_pyodide(npm)
+    if not infralens_runtime_files.have_pyodide():
+        session.log(f"fetching pyodide@{infralens_runtime_files.PYODIDE_VERSION} with npm pack")
+        infralens_runtime_files.fetch_pyodide(npm)
+    session.log("compiling Pyodide's standard library to bytecode, with Pyodide under Node")
+    infralens_runtime_files.compile_stdlib(node)
     for made in (
         infralens_runtime_files.write_wheel(infralens_runtime_files.RUNTIME),
         infralens_runtime_files.write_page_files(infralens_runtime_files.RUNTIME),

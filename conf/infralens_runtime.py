@@ -168,6 +168,35 @@ COLUMN_DOCS = {
     "memory": "handbook/17-memory",
 }
 
+# Each bar of plan 1's two charts and the section that explains it: the step's terms
+# (``estimate(job).breakdown``) and the busiest GPU's memory (``gpu_memory(job)``).
+EXPOSED = "handbook/16-step-time#what-each-axis-leaves-exposed"
+TERM_DOCS = {
+    "compute": "handbook/16-step-time#the-compute-term-and-the-ceiling-it-runs-at",
+    "tp": EXPOSED,
+    "cp": EXPOSED,
+    "ep": "handbook/11-expert-parallel",
+    "pp_bubble": "handbook/06-pipeline-parallel#two-ways-to-state-the-bubble",
+    "pp_p2p": EXPOSED,
+    "dp": EXPOSED,
+    "optimizer": EXPOSED,
+    "model_states": "handbook/17-memory#bytes-per-parameter-by-recipe",
+    "gathered": "handbook/17-memory#fsdp2-s-transient-bytes",
+    "activations": "handbook/17-memory#activations-with-and-without-flashattention",
+    "logits": "handbook/17-memory#logits-and-the-loss",
+    "grad_buffers": "handbook/17-memory#fsdp2-s-transient-bytes",
+}
+
+# The custom shape's fields: ``rank --model``'s shape keys, Llama 3 8B's values at first.
+SHAPE_FIELDS = (
+    ("layers", "Layers", 32),
+    ("hidden", "Hidden size", 4096),
+    ("heads", "Attention heads", 32),
+    ("kv_heads", "KV heads", 8),
+    ("ffn_hidden", "FFN hidden size", 14336),
+    ("vocab_size", "Vocabulary", 128256),
+)
+
 
 def _plan_page(app: Any) -> Any:
     if not _interactive(app):
@@ -183,9 +212,11 @@ def _plan_page(app: Any) -> Any:
         first = name.split()[0].lower() if name else ""
         return next((k for k in same if k.startswith(first)), same[0] if same else "")
 
-    links = {
-        col: app.builder.get_relative_uri("plan-a-job", doc) for col, doc in COLUMN_DOCS.items()
-    }
+    def uri(target: str) -> str:
+        doc, _, anchor = target.partition("#")
+        return app.builder.get_relative_uri("plan-a-job", doc) + (f"#{anchor}" if anchor else "")
+
+    links = {key: uri(doc) for key, doc in {**COLUMN_DOCS, **TERM_DOCS}.items()}
 
     def select(name: str, label: str, values: list[tuple[str, str]], chosen: str) -> str:
         opts = "".join(
@@ -206,8 +237,18 @@ def _plan_page(app: Any) -> Any:
         )
 
     hbm_map = {key: hbm_for(system) for key, system in SYSTEMS.items()}
+    shape = "".join(number(name, label, value) for name, label, value in SHAPE_FIELDS)
+    shape += select("gated_mlp", "Gated MLP (SwiGLU)", [("true", "yes"), ("false", "no")],
+                    "true")  # fmt: skip
+    custom = (
+        '<fieldset class="infralens-plan-shape" hidden><legend>Custom shape (RMSNorm, '
+        "rotary positions, no biases, untied output)</legend>"
+        f"{shape}</fieldset>"
+    )
     form = "".join((
-        select("model", "Model", [(k, k) for k in PRESETS], "llama3-70b"),
+        select("model", "Model",
+               [(k, k) for k in PRESETS] + [("custom", "custom shape…")], "llama3-70b"),
+        custom,
         select("cluster", "GPU system", [(k, f"{k} ({s.name})") for k, s in SYSTEMS.items()],
                "dgx-h100"),
         number("gpus", "GPUs", 64),
@@ -225,10 +266,12 @@ def _plan_page(app: Any) -> Any:
 <p>Describe a training job and the page ranks its parallel plans with the handbook's
 own package, in your browser: the table is what
 <code>python -m infralens rank</code> prints for the same inputs; under it, plan 1's
-memory, groups, worksheet and step time as <code>python -m infralens memory</code> and
-<code>plan</code> print them. Each column heading and each number links to the section
-that explains it. The inputs go into the page's address, so a plan can be shared as a
-link. The models are the package's presets.</p>
+step time by cause and its busiest GPU's memory by component as two bar charts, then
+its memory, groups, worksheet and step time as <code>python -m infralens memory</code>
+and <code>plan</code> print them. Each column heading, each number and each bar's label
+links to the section that explains it. The inputs go into the page's address, so a plan
+can be shared as a link. A model is one of the package's presets or a custom shape, which the page
+passes to <code>rank --model</code> as <code>layers=…,hidden=…,…</code>.</p>
 <form class="infralens-plan" data-links="{html.escape(json.dumps(links), quote=True)}"
  data-hbm="{html.escape(json.dumps(hbm_map), quote=True)}">
 {form}
@@ -291,8 +334,12 @@ def _write_assets(app: Any, exc: BaseException | None) -> None:
             out.write_text(text, encoding="utf-8")
     if not files.have_pyodide():
         return
+    compiled = files.compiled_stdlib()
     for name in files.PYODIDE_FILES:
-        _copy_if_changed(files.pyodide_dir() / name, static / "pyodide" / name)
+        source = files.pyodide_dir() / name
+        if name == "python_stdlib.zip" and compiled.is_file():
+            source = compiled  # the same sources, each with its bytecode beside it
+        _copy_if_changed(source, static / "pyodide" / name)
     runtime = ROOT / "build" / "runtime"
     made = [
         files.write_wheel(runtime),

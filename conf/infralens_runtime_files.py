@@ -14,8 +14,9 @@ stamps the clock and orders entries by the file system. Every entry here has
 one timestamp (``SOURCE_DATE_EPOCH``, or 1980-01-01 without it), fixed
 permissions and sorted names, so two builds of one tree give the same bytes.
 
-``python conf/infralens_runtime_files.py`` fetches Pyodide (once) and writes both archives
-into ``build/runtime``.
+``python conf/infralens_runtime_files.py`` fetches Pyodide (once), compiles its standard
+library to bytecode with Node (once, :func:`compile_stdlib`) and writes both archives into
+``build/runtime``.
 """
 
 from __future__ import annotations
@@ -102,6 +103,33 @@ def fetch_pyodide(npm: str = "npm") -> Path:
         folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(staging, folder)
     return folder
+
+
+def compiled_stdlib() -> Path:
+    """Pyodide's standard library with each module's bytecode beside its source."""
+    return RUNTIME / f"python_stdlib-{PYODIDE_VERSION}-pyc.zip"
+
+
+def compile_stdlib(node: str = "node") -> Path:
+    """Write :func:`compiled_stdlib` with the pinned Pyodide itself, under Node.
+
+    The npm package's ``python_stdlib.zip`` holds sources only, so the pages' interpreter
+    compiles every module it imports when it starts (about 200, asyncio and inspect among
+    them); with the bytecode beside them it reads them instead. The ``.pyc`` files are
+    unchecked-hash ones (PEP 552), with no timestamp, so two runs write the same bytes.
+    A second call finds the file and runs nothing.
+    """
+    out = compiled_stdlib()
+    if out.is_file():
+        return out
+    tmp = out.with_suffix(".tmp")
+    subprocess.run(
+        [node, str(ROOT / "conf" / "infralens_pyc.mjs"), str(pyodide_dir()),
+         str(pyodide_dir() / "python_stdlib.zip"), str(tmp)],
+        check=True,
+    )  # fmt: skip
+    tmp.replace(out)
+    return out
 
 
 def _stamp() -> tuple[int, int, int, int, int, int]:
@@ -250,5 +278,6 @@ def notebook(page: Path) -> str:
 if __name__ == "__main__":
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else RUNTIME
     print(fetch_pyodide(os.environ.get("NPM", "npm")))
+    print(compile_stdlib(os.environ.get("NODE", "node")))
     for made in (write_wheel(target), write_page_files(target)):
         print(made)

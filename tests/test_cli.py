@@ -165,6 +165,17 @@ def test_memory_bad_input_is_one_line_and_exit_2(args: list[str], expected: str)
     assert len(lines) == 1 and expected in lines[0], done.stderr
 
 
+def test_rank_takes_a_shape_and_prices_it_as_the_same_preset() -> None:
+    # Llama 3 8B's shape at its own sequence length is the preset: the same table.
+    shape = ("layers=32,hidden=4096,heads=32,kv_heads=8,ffn_hidden=14336,"
+             "vocab_size=128256,gated_mlp=true")  # fmt: skip
+    common = ["--gpus", "16", "--seq-len", "8192", "--global-batch", "64"]
+    preset = run("rank", "--model", "llama3-8b", *common)
+    shaped = run("rank", "--model", shape, *common)
+    assert preset.returncode == shaped.returncode == 0, shaped.stderr
+    assert shaped.stdout.replace(shape, "llama3-8b", 1) == preset.stdout
+
+
 def test_rank_prints_ten_plans_fastest_first() -> None:
     done = run("rank", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
                "--seq-len", "4096", "--global-batch", "512")  # fmt: skip
@@ -182,6 +193,22 @@ def test_rank_prints_ten_plans_fastest_first() -> None:
         (["--gpus", "60"], "multiple of the 8 GPUs"),
         (["--gpus", "64", "--model", "gpt5"], "model must be one of"),
         (["--gpus", "8", "--model", "llama3.1-405b"], "no feasible plan"),
+        (
+            ["--gpus", "64", "--model", "layers=8,hidden=512,head=8,vocab_size=1000"],
+            "model shape has an unknown key 'head'; did you mean 'heads'?",
+        ),
+        (
+            ["--gpus", "64", "--model", "layers=8,hidden=512,heads=8"],
+            "model shape needs vocab_size",
+        ),
+        (
+            ["--gpus", "64", "--model", "layers=8,hidden=512,heads=8,vocab_size=1k"],
+            "model shape key vocab_size must be a whole number, got '1k'",
+        ),
+        (
+            ["--gpus", "64", "--model", "layers=8,hidden=512,heads=8,kv_heads=3,vocab_size=9"],
+            "heads must be divisible by kv_heads: 8 % 3 = 2",
+        ),
     ],
 )
 def test_rank_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from infralens import cli
+from infralens.model import shaped_model
 from infralens.plan import ParallelPlan
 from infralens.planner import design, fit, job, plan_file, ranking, step, worksheet_tables
 from infralens.planner.fit import gpu_memory
@@ -71,6 +72,9 @@ def test_every_option_survives_a_written_plan(tmp_path: Path) -> None:
             zero_stage=0, schedule="interleaved", chunks=2, sequence_parallel=False,
             overlap_grad_reduce=False, scatter_gather_p2p=True, first_stage_layers=6,
             last_stage_layers=10),
+        Job(shaped_model(24, 2048, 16, 50257, 4096, kv_heads=4, ffn_hidden=5632,
+                         gated_mlp=True), ParallelPlan(tp=2, dp=4), one, seq_len=4096,
+            global_batch_size=16, recipe="fsdp2"),
     ]  # fmt: skip
     for j in jobs:
         path = tmp_path / "job.yaml"
@@ -128,8 +132,44 @@ def test_no_public_planner_function_takes_more_than_eight_parameters() -> None:
                 assert count <= 8, f"{module.__name__}.{name} takes {count}"
 
 
+SHAPED = {"num_params": 1_288_083_456, "layers": 24, "hidden": 2048, "heads": 16,
+          "kv_heads": 4, "ffn_hidden": 5632, "vocab_size": 50257, "gated_mlp": True,
+          "seq_len": 4096}  # fmt: skip
+
+
+def _shaped_plan(**training: object) -> dict[str, object]:
+    return {"world_size": 8, "node_shape": "1_nodes_x_8_gpus",
+            "parallelism": {"dp_size": 8}, "training": training}  # fmt: skip
+
+
+def test_the_full_shape_keys_build_the_model_they_name() -> None:
+    job = plan_file.parse_plan(_shaped_plan(**SHAPED))[2]
+    assert job is not None
+    assert job.config == shaped_model(24, 2048, 16, 50257, 4096, kv_heads=4,
+                                      ffn_hidden=5632, gated_mlp=True)  # fmt: skip
+    assert job.config.num_params() == SHAPED["num_params"] and job.model_name is None
+    # a preset's own values beside it are accepted; another is refused, named
+    assert plan_file.parse_plan(_shaped_plan(model="llama3-8b", kv_heads=8))[2] is not None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"vocab_size": None}, "training.kv_heads needs vocab_size beside it"),
+        ({"num_params": 1_288_083_457}, "the training keys give 1288083456 parameters"),
+        ({"gated_mlp": "yes"}, "gated_mlp must be a bool"),
+        ({"kv_heads": 3}, "heads must be divisible by kv_heads: 16 % 3 = 1"),
+        ({"model": "llama3-8b"}, "training.num_params is 1288083456 but model 'llama3-8b'"),
+    ],
+)
+def test_a_bad_shape_key_is_named(change: dict[str, object], message: str) -> None:
+    training = {k: v for k, v in {**SHAPED, **change}.items() if v is not None}
+    with pytest.raises((ValueError, TypeError), match=message):
+        plan_file.parse_plan(_shaped_plan(**training))
+
+
 def test_the_plan_file_page_lists_every_training_key() -> None:
     page = Path(__file__).resolve().parents[1] / "handbook" / "reference" / "plan-file.md"
     text = page.read_text(encoding="utf-8")
-    for key in (*plan_file.TRAINING_KEYS, *plan_file.SHAPE_KEYS):
+    for key in (*plan_file.TRAINING_KEYS, *plan_file.SHAPE_KEYS, *plan_file.FULL_SHAPE_KEYS):
         assert f"`{key}`" in text, key

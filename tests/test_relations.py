@@ -17,6 +17,7 @@ and checks what must hold for any honest model of a training step:
   never exceeds what the step charges;
 - **consistency and invariance**: a ``rank`` row written with ``--write-plan`` gives
   the same seconds and GB to ``plan`` and ``memory``, judged against the same GPU,
+  for a preset and for a model given by its shape,
   and a job gives the same numbers through the API and the command line;
 - **dominance**: the first row of a ranking is never slower than another feasible
   plan, and a plan ``rank`` calls feasible fits to ``memory``;
@@ -49,7 +50,7 @@ from hypothesis import strategies as st
 
 from infralens.cli import main
 from infralens.hardware import SYSTEMS
-from infralens.model import PRESETS
+from infralens.model import PRESETS, parse_shape
 from infralens.nccl import predict
 from infralens.pipeline_memory import in_flight
 from infralens.pipeline_orders import schedule_order
@@ -511,6 +512,57 @@ def test_rank_plan_and_memory_agree_on_a_written_row(job: Job, row: int) -> None
     assert s.memory_capacity_gb == pytest.approx(hbm), (job, row, s)
     assert s.plan_capacity_gb == pytest.approx(hbm), (job, row, s)
     assert s.memory_fits, (job, row, s)
+
+
+@st.composite
+def shapes(draw: st.DrawFn) -> str:
+    """A ``rank --model`` shape spec no preset has: head width 128, grouped or full
+    kv heads, a gated or plain MLP, a vocabulary of some published tokenizer."""
+    heads = draw(st.sampled_from([16, 24, 32, 40]))
+    hidden = 128 * heads
+    kv = draw(st.sampled_from([k for k in (heads, 8, 4) if heads % k == 0]))
+    gated = draw(st.booleans())
+    ffn = 4 * hidden if not gated else -(-8 * hidden // 3 // 256) * 256
+    layers = draw(st.sampled_from([12, 16, 20, 24, 30]))
+    vocab = draw(st.sampled_from([32000, 50257, 65536, 128256]))
+    return (f"layers={layers},hidden={hidden},heads={heads},kv_heads={kv},"
+            f"ffn_hidden={ffn},vocab_size={vocab},gated_mlp={str(gated).lower()}")  # fmt: skip
+
+
+@RANKING
+@given(RANK_JOBS, shapes(), st.integers(min_value=1, max_value=10))
+def test_rank_plan_and_memory_agree_on_a_written_row_of_a_shape(
+    job: Job, spec: str, row: int
+) -> None:
+    # The shape, not a preset: rank takes it as --model, writes its keys, and plan and
+    # memory rebuild the same model from them.
+    config = parse_shape(spec, job.seq_len)
+    assert config not in PRESETS.values()
+    try:
+        rows = rank_plans(config, job.cluster, seq_len=job.seq_len,
+                          global_batch_size=job.global_batch_size, top=10)  # fmt: skip
+    except ValueError:
+        assume(False)
+        return
+    assume(row <= len(rows))
+    e = rows[row - 1].estimate
+    args = _rank_args(job)
+    args[args.index("--model") + 1] = spec
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "row.yaml"
+        status, text, err = cli(*args, "--write-plan", str(row), str(path))
+        assert status == 0, err
+        written = path.read_text(encoding="utf-8")
+        assert "  model:" not in written and f"  num_params: {config.num_params()}\n" in written
+        loaded = load_plan_file(path)[2]
+        s = said(path)
+    assert loaded is not None and loaded.config == config, (loaded, config)
+    line = text.splitlines()[2 + row].split("|")
+    assert float(line[10]) == pytest.approx(round(e.seconds, 2))
+    assert _close(s.plan_seconds, e.seconds, 0.01), (spec, row, s, e.seconds)
+    assert _close(s.memory_gb, e.memory_bytes / GB, 0.01), (spec, row, s, e.memory_bytes)
+    assert _close(s.plan_gb, e.memory_bytes / GB, 0.1), (spec, row, s, e.memory_bytes)
+    assert s.memory_fits, (spec, row, s)
 
 
 @RANKING

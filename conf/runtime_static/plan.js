@@ -10,19 +10,77 @@
   const links = JSON.parse(form.dataset.links);
   const hbm = JSON.parse(form.dataset.hbm);
   const FIELDS = ["model", "cluster", "gpus", "seq-len", "global-batch", "micro-batch", "recipe"];
+  // The custom shape: `rank --model`'s shape keys, in the order the command takes them.
+  const SHAPE = ["layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size", "gated_mlp"];
+  const shapeBox = form.querySelector(".infralens-plan-shape");
+  const SVG = "http://www.w3.org/2000/svg";
 
   function field(name) {
     return form.elements.namedItem(name);
   }
 
+  function custom() {
+    return field("model").value === "custom";
+  }
+
+  function modelArg() {
+    if (!custom()) return field("model").value.trim();
+    return SHAPE.map((k) => `${k}=${field(k).value.trim()}`).join(",");
+  }
+
   function argv() {
     const args = [];
     for (const name of FIELDS) {
-      const value = field(name).value.trim();
+      const value = name === "model" ? modelArg() : field(name).value.trim();
       if (name === "recipe" && !value) continue;
       args.push(`--${name}`, value);
     }
     return args;
+  }
+
+  function shown() {
+    // The inputs the address carries: the shape's only for a custom model.
+    return [...FIELDS, "gpu", ...(custom() ? SHAPE : [])];
+  }
+
+  function svg(tag, attrs, text) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+    if (text !== undefined) el.textContent = text;
+    return el;
+  }
+
+  let charts = 0;
+  function chart(data, cls) {
+    // A horizontal bar per term: its label links to the section that explains it, its
+    // number is printed as the command prints it; the bars scale to the largest.
+    const ROW = 22, LABEL = 250, BAR = 270, WIDTH = 640;
+    const id = `infralens-chart-${charts++}`;
+    const height = ROW * data.bars.length + 8;
+    const box = svg("svg", {
+      class: `infralens-chart ${cls}`, viewBox: `0 0 ${WIDTH} ${height}`,
+      width: "100%", role: "group", "aria-labelledby": id,
+    });
+    box.appendChild(svg("title", { id }, data.title));
+    const top = Math.max(...data.bars.map((b) => b.value), 1e-9);
+    data.bars.forEach((bar, i) => {
+      const y = 4 + i * ROW;
+      const g = svg("g", { class: "infralens-bar", "data-key": bar.key });
+      const a = svg("a", { href: links[bar.key] || links["#"] });
+      a.appendChild(svg("text", { x: LABEL - 8, y: y + ROW / 2, class: "label" }, bar.label));
+      g.appendChild(a);
+      const w = Math.max((bar.value / top) * BAR, bar.value > 0 ? 1 : 0);
+      g.appendChild(svg("rect", { x: LABEL, y: y + 4, width: w.toFixed(1), height: ROW - 8 }));
+      g.appendChild(svg("text", { x: LABEL + w + 6, y: y + ROW / 2, class: "value" },
+        `${bar.text} ${data.unit}`));
+      box.appendChild(g);
+    });
+    const figure = document.createElement("figure");
+    figure.className = "infralens-plan-chart";
+    const caption = document.createElement("figcaption");
+    caption.textContent = data.title;
+    figure.append(caption, box);
+    return figure;
   }
 
   function link(text, column) {
@@ -60,7 +118,7 @@
     const started = performance.now();
     command.textContent = "python -m infralens rank " + args.map((a) => (/\s/.test(a) ? `'${a}'` : a)).join(" ");
     const params = new URLSearchParams();
-    for (const name of [...FIELDS, "gpu"]) params.set(name, field(name).value.trim());
+    for (const name of shown()) params.set(name, field(name).value.trim());
     history.replaceState(null, "", "?" + params.toString());
     result.replaceChildren(document.createTextNode("Ranking the plans in this page…"));
     let answer;
@@ -103,7 +161,17 @@
     result.dataset.ms = String(Math.round(performance.now() - started));
     // Then plan 1's memory (`memory`) and its worksheet and step time (`plan`).
     try {
-      const more = await window.infralensPython("plan_details", [field("model").value.trim(), field("gpu").value]);
+      const more = await window.infralensPython("plan_details", [modelArg(), field("gpu").value]);
+      const figures = [];
+      if (more.charts.error) {
+        const p = document.createElement("p");
+        p.className = "infralens-plan-error";
+        p.textContent = more.charts.error;
+        figures.push(p);
+      } else {
+        figures.push(chart(more.charts.step, "infralens-chart-step"),
+          chart(more.charts.memory, "infralens-chart-memory"));
+      }
       const mh = document.createElement("h2");
       mh.appendChild(link("Memory of plan 1", "memory"));
       const mem = document.createElement("pre");
@@ -114,12 +182,16 @@
       const ws = document.createElement("pre");
       ws.className = "infralens-plan-worksheet";
       ws.textContent = more.worksheet;
-      details.replaceChildren(mh, mem, wh, ws);
+      details.replaceChildren(...figures, mh, mem, wh, ws);
     } catch (err) {
       details.textContent = err.message;
     }
   }
 
+  function showShape() {
+    shapeBox.hidden = !custom();
+  }
+  field("model").addEventListener("change", showShape);
   field("cluster").addEventListener("change", () => {
     const chosen = hbm[field("cluster").value];
     if (chosen) field("gpu").value = chosen;
@@ -130,9 +202,12 @@
   });
   const given = new URLSearchParams(location.search);
   if ([...FIELDS, "gpu"].some((name) => given.has(name))) {
-    for (const name of [...FIELDS, "gpu"]) {
+    for (const name of [...FIELDS, "gpu", ...SHAPE]) {
       if (given.has(name)) field(name).value = given.get(name);
     }
-    plan();
+    showShape();
+    // run.js (window.infralensPython) may come after this script among the deferred ones.
+    if (window.infralensPython) plan();
+    else window.addEventListener("DOMContentLoaded", plan, { once: true });
   }
 })();

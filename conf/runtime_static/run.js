@@ -23,23 +23,27 @@
   let nextId = 0;
   const waiting = new Map();
 
+  function startWorker() {
+    if (worker) return;
+    worker = new Worker(new URL("worker.js", base), { type: "module" });
+    worker.onmessage = (event) => {
+      const { id, result, error, boot } = event.data;
+      if (boot) window.infralensBoot = boot; // the start's phases, for the browser tests
+      const done = waiting.get(id);
+      waiting.delete(id);
+      if (error !== undefined) done.reject(new Error(error));
+      else done.resolve(result);
+    };
+    worker.onerror = (event) => {
+      for (const done of waiting.values()) done.reject(new Error(event.message || NO_RUNTIME));
+      waiting.clear();
+    };
+  }
+
   function call(name, args) {
     if (location.protocol === "file:") return Promise.reject(new Error(SERVE));
     if (!wheelName) return Promise.reject(new Error(NO_RUNTIME));
-    if (!worker) {
-      worker = new Worker(new URL("worker.js", base), { type: "module" });
-      worker.onmessage = (event) => {
-        const { id, result, error } = event.data;
-        const done = waiting.get(id);
-        waiting.delete(id);
-        if (error !== undefined) done.reject(new Error(error));
-        else done.resolve(result);
-      };
-      worker.onerror = (event) => {
-        for (const done of waiting.values()) done.reject(new Error(event.message || NO_RUNTIME));
-        waiting.clear();
-      };
-    }
+    startWorker();
     const id = nextId++;
     return new Promise((resolve, reject) => {
       waiting.set(id, { resolve, reject });
@@ -47,6 +51,18 @@
     });
   }
   window.infralensPython = call;
+
+  // The pointer on (or the focus at) a Run control: fetch and compile the interpreter
+  // now, so a click starts Python sooner. Python itself starts only on a click.
+  function warm(event) {
+    const target = event.target instanceof Element && event.target.closest(
+      "button.infralens-run, form.infralens-check button, form.infralens-plan button");
+    if (!target || worker || location.protocol === "file:" || !wheelName) return;
+    startWorker();
+    worker.postMessage({ warm: urls });
+  }
+  document.addEventListener("pointerover", warm, { passive: true });
+  document.addEventListener("focusin", warm);
 
   // -- Run controls ---------------------------------------------------------------
   const article = document.querySelector("article") || document.body;

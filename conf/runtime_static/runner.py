@@ -210,10 +210,52 @@ def plan_job(args: list[str]) -> str:
 
 def plan_details(model: str, gpu: str) -> str:
     """``memory --model MODEL --plan FILE --gpu GPU`` and ``plan FILE --format markdown``
-    for the file :func:`plan_job` wrote last: its memory, groups, worksheet and step."""
-    _, memory, merr = _cli(["memory", "--model", model, "--plan", PLAN_PATH, "--gpu", gpu])
+    for the file :func:`plan_job` wrote last: its memory, groups, worksheet and step;
+    with the two breakdowns the page draws (:func:`plan_charts`). A shape (``--model``
+    with ``=``) is the file's own model, so ``memory`` reads it from the file."""
+    named = [] if "=" in model else ["--model", model]
+    _, memory, merr = _cli(["memory", *named, "--plan", PLAN_PATH, "--gpu", gpu])
     _, worksheet, werr = _cli(["plan", PLAN_PATH, "--format", "markdown"])
-    return json.dumps({"memory": memory or merr.strip(), "worksheet": worksheet or werr.strip()})
+    try:
+        charts = plan_charts(gpu)
+    except (ValueError, TypeError) as err:
+        charts = {"error": str(err)}
+    return json.dumps(
+        {"memory": memory or merr.strip(), "worksheet": worksheet or werr.strip(), "charts": charts}
+    )
+
+
+def plan_charts(gpu: str) -> dict[str, Any]:
+    """Plan 1's step time by cause (``estimate(job).breakdown``, in ms: the terms
+    ``plan`` prints, as it prints them) and its busiest GPU's memory by component
+    (``gpu_memory(job)``, in GB, as ``memory`` prints them), for the job of the file
+    :func:`plan_job` wrote last; *gpu* is the memory check's GPU."""
+    from infralens.cli import job_of
+    from infralens.planner.fit import HBM_BYTES, MEMORY_TERMS, gpu_memory
+    from infralens.planner.step import estimate
+    from infralens.planner.worksheet import STEP_TERMS
+
+    job = job_of(None, PLAN_PATH)
+    e = estimate(job)
+    step = [
+        {"key": key, "label": STEP_TERMS[key], "value": sec * 1e3, "text": f"{sec * 1e3:,.0f}"}
+        for key, sec in e.breakdown.items()
+        if sec > 0  # the terms ``plan``'s step table lists
+    ]
+    m = gpu_memory(job)
+    memory = [
+        {"key": key, "label": label, "value": getattr(m, key) / 1e9,
+         "text": f"{getattr(m, key) / 1e9:.2f}"}
+        for key, label in MEMORY_TERMS.items()
+    ]  # fmt: skip
+    capacity = HBM_BYTES.get(gpu, job.hbm_bytes) / 1e9
+    return {
+        "step": {"unit": "ms", "bars": step,
+                 "title": f"Step time of plan 1 by cause: {e.seconds:.2f} s"},
+        "memory": {"unit": "GB", "bars": memory,
+                   "title": f"Memory of plan 1's busiest GPU ({m.stage} pipeline stage): "
+                   f"{m.total / 1e9:.2f} GB of {capacity:.2f} GB"},
+    }  # fmt: skip
 
 
 def prepare(root: str) -> None:

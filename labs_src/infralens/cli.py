@@ -1,7 +1,9 @@
 """Command line: ``python -m infralens plan PATH.yaml [--format text|markdown|json]``,
 ``python -m infralens memory [--model NAME] --plan PATH.yaml [--recipe NAME] [--gpu NAME]``
 and
-``python -m infralens rank --model NAME --cluster SYSTEM --gpus N --seq-len S --global-batch B``.
+``python -m infralens rank --model NAME|SHAPE --cluster SYSTEM --gpus N --seq-len S
+--global-batch B``, where SHAPE is ``layers=32,hidden=4096,heads=32,vocab_size=128256,...``
+(:func:`infralens.model.parse_shape`).
 
 Bad input (a missing file, malformed YAML, degrees that do not fill the
 cluster) prints one line on stderr and exits with status 2, never a
@@ -22,7 +24,7 @@ from typing import NoReturn
 from infralens._typecheck import typed
 from infralens._validate import check_choice, positive_int, positive_number
 from infralens.hardware import SYSTEMS
-from infralens.model import PRESETS
+from infralens.model import PRESETS, model_from
 from infralens.planner.fit import HBM_BYTES, gpu_memory, render
 from infralens.planner.job import Job
 from infralens.planner.plan_file import _report, _text, load_plan_file
@@ -152,7 +154,7 @@ def _ranked(
             f"got {gpus}"
         )
     cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
-    config = PRESETS[check_choice("model", model, tuple(PRESETS))]
+    config = model_from(model, seq_len)  # a preset, or a shape spec at this seq_len
     ranked = rank_plans(config, cluster, seq_len=seq_len, global_batch_size=global_batch,
                         micro_batch_size=micro_batch, recipe=recipe, max_cp=max_cp)  # fmt: skip
     return cluster, ranked
@@ -247,8 +249,10 @@ def _main(argv: Sequence[str] | None) -> int:
         formatter_class=raw,
     )
     rank_cmd.add_argument(
-        "--model", required=True, help="a model preset, e.g. llama3-70b"
-    )
+        "--model", required=True,
+        help="a model preset, e.g. llama3-70b, or a shape: layers=L,hidden=H,heads=A,"
+        "vocab_size=V[,kv_heads=K][,ffn_hidden=F][,gated_mlp=true]",
+    )  # fmt: skip
     rank_cmd.add_argument(
         "--cluster", default="dgx-h100", help="a cluster (SYSTEMS key)"
     )

@@ -24,6 +24,7 @@ from fractions import Fraction
 from infralens._typecheck import check_fields, typed
 from infralens._validate import (
     check_choice,
+    describe,
     divisible,
     positive_int,
     positive_number,
@@ -32,8 +33,12 @@ from infralens._validate import (
 __all__ = [
     "NORMS",
     "PRESETS",
+    "SHAPE_SPEC_KEYS",
     "TransformerConfig",
     "llama_ffn_hidden",
+    "model_from",
+    "parse_shape",
+    "shaped_model",
     "training_flops",
 ]
 
@@ -275,3 +280,155 @@ PRESETS: dict[str, TransformerConfig] = {
     ),
 }
 """Published models, built from their official configurations (see the lab pages)."""
+
+
+SHAPE_SPEC_KEYS = (
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "ffn_hidden",
+    "vocab_size",
+    "gated_mlp",
+)
+"""The keys of a shape spec (:func:`parse_shape`); the first three and ``vocab_size``
+are required."""
+
+
+def parse_shape(spec: str, seq_len: int) -> TransformerConfig:
+    """The model a shape spec ``key=value,key=value`` describes, at *seq_len* tokens.
+
+    Keys are those of :data:`SHAPE_SPEC_KEYS`. ``kv_heads`` defaults to ``heads``
+    (multi-head attention), ``ffn_hidden`` to 4·``hidden`` and ``gated_mlp`` (``true``
+    or ``false``) to false. The rest is the Llama family's: RMSNorm, no biases,
+    rotary positions, an output layer apart from the embedding. The plan file's
+    ``training`` keys of the same names build the same model
+    (:mod:`infralens.planner.plan_file`).
+
+    >>> m = parse_shape("layers=32,hidden=4096,heads=32,kv_heads=8,ffn_hidden=14336,"
+    ...                 "vocab_size=128256,gated_mlp=true", 8192)
+    >>> m.num_params() == PRESETS["llama3-8b"].num_params()
+    True
+    >>> parse_shape("layers=2, hidden=8, heads=2, vocab_size=10", 4).ffn_hidden
+    32
+    >>> parse_shape("layers=2,hiden=8,heads=2,vocab_size=10", 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: model shape has an unknown key 'hiden'; did you mean 'hidden'?
+    >>> parse_shape("layers=2,hidden=8,heads=2,vocab_size=10,gated_mlp=yes", 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: model shape key gated_mlp must be true or false, got 'yes'
+
+    Raises ``ValueError`` naming the key that is unknown, repeated, missing, not a
+    whole number or a shape :class:`TransformerConfig` refuses (``hidden`` not
+    divisible by ``heads``, ...).
+    """
+    import difflib
+
+    if not isinstance(spec, str):
+        raise TypeError(f"spec must be a str, got {type(spec).__name__}")
+    given: dict[str, str] = {}
+    for item in spec.split(","):
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep:
+            raise ValueError(
+                f"model shape must be key=value pairs separated by commas; "
+                f"got {describe(item.strip())}"
+            )
+        if key not in SHAPE_SPEC_KEYS:
+            close = difflib.get_close_matches(key[:40], SHAPE_SPEC_KEYS, n=1)
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else (f"use {', '.join(SHAPE_SPEC_KEYS)}")
+            )
+            raise ValueError(
+                f"model shape has an unknown key {describe(key)}; {hint}"
+            )
+        if key in given:
+            raise ValueError(f"model shape gives {key} twice")
+        given[key] = value
+    missing = [
+        k for k in ("layers", "hidden", "heads", "vocab_size") if k not in given
+    ]
+    if missing:
+        raise ValueError(f"model shape needs {', '.join(missing)}")
+    sizes: dict[str, int] = {}
+    for key, value in given.items():
+        if key == "gated_mlp":
+            if value.lower() not in ("true", "false"):
+                raise ValueError(
+                    f"model shape key gated_mlp must be true or false, got {describe(value)}"
+                )
+            continue
+        if not value.isdigit() or len(value) > 19:
+            raise ValueError(
+                f"model shape key {key} must be a whole number, got {describe(value)}"
+            )
+        sizes[key] = int(value)
+    gated = given.get("gated_mlp", "false").lower() == "true"
+    return shaped_model(**sizes, seq_len=seq_len, gated_mlp=gated)
+
+
+def shaped_model(
+    layers: int,
+    hidden: int,
+    heads: int,
+    vocab_size: int,
+    seq_len: int,
+    *,
+    kv_heads: int | None = None,
+    ffn_hidden: int | None = None,
+    gated_mlp: bool = False,
+) -> TransformerConfig:
+    """The model a shape names, the rest the Llama family's: what a shape spec
+    (:func:`parse_shape`) and a plan file's shape keys both build.
+
+    ``kv_heads`` defaults to ``heads``, ``ffn_hidden`` to 4·``hidden``; RMSNorm, no
+    biases, rotary positions, an output layer apart from the embedding.
+
+    >>> shaped_model(2, 8, 2, 10, 4).num_params()  # 2·(256 + 512 + 16) + 8 + 2·80
+    1736
+    >>> shaped_model(2, 8, 2, 10, 4, kv_heads=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: heads must be divisible by kv_heads: 2 % 4 = 2
+
+    Raises ``ValueError`` as :class:`TransformerConfig` does.
+    """
+    return TransformerConfig(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads if kv_heads is None else kv_heads,
+        ffn_hidden=4 * hidden if ffn_hidden is None else ffn_hidden,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        gated_mlp=gated_mlp,
+        norm="rmsnorm",
+    )
+
+
+def model_from(name_or_spec: str, seq_len: int) -> TransformerConfig:
+    """A :data:`PRESETS` model by name, or the shape a spec with ``=`` describes
+    (:func:`parse_shape`, at *seq_len*): what ``rank --model`` takes.
+
+    >>> model_from("llama3-8b", 4096) is PRESETS["llama3-8b"]
+    True
+    >>> model_from("llama9", 4096)
+    Traceback (most recent call last):
+    ...
+    ValueError: model must be one of 'gpt3-175b', 'llama2-7b', 'llama2-13b', \
+'llama2-70b', 'llama3-8b', 'llama3-70b', 'llama3.1-405b', or a shape \
+layers=..,hidden=..,heads=..,vocab_size=..; got 'llama9'
+    """
+    if isinstance(name_or_spec, str) and "=" in name_or_spec:
+        return parse_shape(name_or_spec, seq_len)
+    if not isinstance(name_or_spec, str) or name_or_spec not in PRESETS:
+        names = ", ".join(repr(k) for k in PRESETS)
+        raise ValueError(
+            f"model must be one of {names}, or a shape "
+            f"layers=..,hidden=..,heads=..,vocab_size=..; got {describe(name_or_spec, 16)}"
+        )
+    return PRESETS[name_or_spec]

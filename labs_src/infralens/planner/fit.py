@@ -61,6 +61,7 @@ _in_flight = functools.lru_cache(maxsize=1 << 12)(layers_in_flight)
 
 __all__ = [
     "HBM_BYTES",
+    "MEMORY_TERMS",
     "Breakdown",
     "fits",
     "gpu_memory",
@@ -69,6 +70,15 @@ __all__ = [
     "shortfall",
 ]
 
+
+MEMORY_TERMS = {
+    "model_states": "model states",
+    "gathered": "FSDP2 gathered units",
+    "activations": "activations",
+    "logits": "fp32 logits",
+    "grad_buffers": "FSDP2 grad buffers",
+}
+"""How each component of :class:`Breakdown` is named where memory is printed."""
 
 HBM_BYTES: dict[str, int] = {key: gpu.hbm_bytes for key, gpu in GPUS.items()}
 """HBM per GPU, by :data:`infralens.hardware.GPUS` key (datasheet GB, 10**9 bytes)."""
@@ -379,13 +389,7 @@ def render(breakdown: Breakdown, capacity_bytes: int, capacity_name: str) -> str
       total                  81.00 GB of 80.00 GB (h100-sxm5-80gb): does not fit by 1.00 GB
     not counted: CUDA context, NCCL buffers, allocator fragmentation
     """
-    rows = [
-        ("model states", breakdown.model_states),
-        ("FSDP2 gathered units", breakdown.gathered),
-        ("activations", breakdown.activations),
-        ("fp32 logits", breakdown.logits),
-        ("FSDP2 grad buffers", breakdown.grad_buffers),
-    ]
+    rows = [(name, getattr(breakdown, key)) for key, name in MEMORY_TERMS.items()]
     over = breakdown.total - capacity_bytes
     verdict = (
         f"does not fit by {over / 10**9:.2f} GB"

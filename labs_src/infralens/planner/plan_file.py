@@ -29,8 +29,8 @@ from typing import Any
 
 from infralens._files import read_text
 from infralens._typecheck import typed
-from infralens._validate import describe, positive_int
-from infralens.model import PRESETS, TransformerConfig
+from infralens._validate import describe, flag, positive_int
+from infralens.model import PRESETS, TransformerConfig, shaped_model
 from infralens.plan import AXES, FREQUENCY, ParallelPlan
 from infralens.planner._plan_yaml import check_size, plan_loader
 from infralens.planner.design import fill_worksheet, render_markdown
@@ -39,6 +39,7 @@ from infralens.planner.worksheet_tables import worksheet_tables
 from infralens.topology import Cluster
 
 __all__ = [
+    "FULL_SHAPE_KEYS",
     "MAX_PLAN_BYTES",
     "MAX_PLAN_RANKS",
     "SHOWN_NODES",
@@ -150,7 +151,7 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Job | None]:
     job = None
     if "training" in top:
         training = _mapping(top["training"], "training")
-        known = {*TRAINING_KEYS, *SHAPE_KEYS}
+        known = {*TRAINING_KEYS, *SHAPE_KEYS, *FULL_SHAPE_KEYS}
         unknown_training = sorted(str(k)[:40] for k in set(training) - known)
         if unknown_training:
             raise ValueError(
@@ -166,6 +167,10 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Job | None]:
 SHAPE_KEYS = ("num_params", "layers", "hidden", "heads")
 """The model shape a ``training`` section gives, or takes from its ``model`` preset."""
 
+FULL_SHAPE_KEYS = ("kv_heads", "ffn_hidden", "vocab_size", "gated_mlp")
+"""Optional shape keys: with ``vocab_size`` they give the whole model
+(:func:`infralens.model.shaped_model`), which must hold ``num_params`` exactly."""
+
 TRAINING_KEYS = tuple(
     k for k in Job.__dataclass_fields__ if k not in ("plan", "cluster")
 )
@@ -173,13 +178,17 @@ TRAINING_KEYS = tuple(
 
 
 def _shape_model(training: dict[str, Any]) -> TransformerConfig:
-    """The model the step is priced for: the ``model`` preset, else the preset whose size
-    and shape match, else a GPT-shaped stand-in (4h MLP, kv heads = heads) whose
-    vocabulary makes up the parameter count, which must hold ``num_params`` (1 %)."""
+    """The model the step is priced for: the ``model`` preset; else, with ``vocab_size``,
+    the whole shape the keys give; else the preset whose size and shape match, else a
+    GPT-shaped stand-in (4h MLP, kv heads = heads) whose vocabulary makes up the
+    parameter count, which must hold ``num_params`` (1 %)."""
     if training.get("model"):
         return PRESETS[training["model"]]
     for name in (*SHAPE_KEYS, "seq_len"):
         positive_int(name, training[name])
+    full = [k for k in FULL_SHAPE_KEYS if k in training]
+    if full:
+        return _full_shape(training, full)
     shape = tuple(training[k] for k in SHAPE_KEYS)
     for preset in PRESETS.values():
         if (
@@ -204,12 +213,33 @@ def _shape_model(training: dict[str, Any]) -> TransformerConfig:
     return config
 
 
+def _full_shape(training: dict[str, Any], given: list[str]) -> TransformerConfig:
+    if "vocab_size" not in given:
+        raise ValueError(
+            f"training.{given[0]} needs vocab_size beside it (the whole shape), "
+            "or leave it out"
+        )
+    config = shaped_model(
+        training["layers"], training["hidden"], training["heads"],
+        training["vocab_size"], training["seq_len"],
+        kv_heads=training.get("kv_heads"), ffn_hidden=training.get("ffn_hidden"),
+        gated_mlp=flag("gated_mlp", training.get("gated_mlp", False)),
+    )  # fmt: skip
+    if config.num_params() != training["num_params"]:
+        raise ValueError(
+            f"num_params must equal the shape's count: the training keys give "
+            f"{config.num_params()} parameters, num_params is {training['num_params']}"
+        )
+    return config
+
+
 def _with_preset(training: dict[str, Any], plan: ParallelPlan) -> dict[str, Any]:
     """Fill the shape, sequence length, micro-batch and batch a ``model`` preset implies.
 
-    A preset gives ``num_params``, ``layers``, ``hidden``, ``heads`` and ``seq_len``; a
-    shape key given beside it must agree. Left out, ``micro_batch_size`` is 1 and
-    ``global_batch_size`` one micro-batch per data-parallel replica.
+    A preset gives ``num_params``, ``layers``, ``hidden``, ``heads``, the
+    :data:`FULL_SHAPE_KEYS` and ``seq_len``; a shape key given beside it must agree.
+    Left out, ``micro_batch_size`` is 1 and ``global_batch_size`` one micro-batch per
+    data-parallel replica.
     """
     name = training.get("model")
     if name:
@@ -220,7 +250,8 @@ def _with_preset(training: dict[str, Any], plan: ParallelPlan) -> dict[str, Any]
             )
         m = PRESETS[name]
         implied = {"num_params": m.num_params(), "layers": m.layers, "hidden": m.hidden,
-                   "heads": m.heads}  # fmt: skip
+                   "heads": m.heads, "kv_heads": m.kv_heads, "ffn_hidden": m.ffn_hidden,
+                   "vocab_size": m.vocab_size, "gated_mlp": m.gated_mlp}  # fmt: skip
         for key, value in implied.items():
             given = training.setdefault(key, value)
             if given != value:

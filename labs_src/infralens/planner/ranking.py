@@ -28,7 +28,7 @@ from infralens._typecheck import check_fields, typed
 from infralens._validate import check_choice, positive_int
 from infralens.hardware import SYSTEMS
 from infralens.memory import _model
-from infralens.model import TransformerConfig
+from infralens.model import TransformerConfig, shaped_model
 from infralens.plan import ParallelPlan, enumerate_plans
 from infralens.planner.job import Job
 from infralens.planner.step import _estimate
@@ -332,8 +332,9 @@ def plan_yaml(job: Job) -> str:
     """*job* as a plan file that ``plan`` and ``memory`` read back into the same
     :class:`~infralens.planner.job.Job` (``rank --write-plan`` writes a row's).
 
-    The cluster, degrees and the model are named by their presets; every option that is
-    given and not its default, and those of :data:`ALWAYS_WRITTEN`, goes under
+    The cluster and degrees are named by their presets, and the model by its preset or,
+    for a shape (:func:`infralens.model.shaped_model`), by its shape keys; every option
+    that is given and not its default, and those of :data:`ALWAYS_WRITTEN`, goes under
     ``training`` (a :class:`~infralens.recipe.Recipe` by its name).
 
     >>> from infralens.topology import Cluster
@@ -342,16 +343,19 @@ def plan_yaml(job: Job) -> str:
     >>> print(plan_yaml(row.job).splitlines()[0])
     world_size: 8
     >>> from dataclasses import replace
-    >>> plan_yaml(replace(row.job, model=replace(row.job.config, layers=31)))
+    >>> shaped = replace(row.job, model=replace(row.job.config, layers=31))
+    >>> [line for line in plan_yaml(shaped).splitlines() if "layers" in line]
+    ['  layers: 31']
+    >>> plan_yaml(replace(row.job, model=replace(row.job.config, bias=True)))
     Traceback (most recent call last):
     ...
-    ValueError: plan_yaml writes a preset model; the job's model is no preset
+    ValueError: plan_yaml writes a preset model or one its shape keys give; the job's \
+model is neither
     """
     system = next((k for k, v in SYSTEMS.items() if v == job.cluster.system), None)
-    if system is None or job.model_name is None:
-        what = "cluster" if system is None else "model"
+    if system is None:
         raise ValueError(
-            f"plan_yaml writes a preset {what}; the job's {what} is no preset"
+            "plan_yaml writes a preset cluster; the job's cluster is no preset"
         )
     p, c = job.plan, job.cluster
     lines = [
@@ -365,7 +369,7 @@ def plan_yaml(job: Job) -> str:
         ),
         f"  order: {p.order}",
         "training:",
-        f"  model: {job.model_name}",
+        *_model_lines(job),
     ]
     for f in fields(Job):
         value = getattr(job, f.name)
@@ -377,3 +381,22 @@ def plan_yaml(job: Job) -> str:
             shown = str(value).lower() if isinstance(value, bool) else value
             lines.append(f"  {f.name}: {shown}")
     return "\n".join(lines) + "\n"
+
+
+def _model_lines(job: Job) -> list[str]:
+    """The ``training`` lines naming the model: its preset, else its whole shape."""
+    if job.model_name is not None:
+        return [f"  model: {job.model_name}"]
+    m = job.config
+    rebuilt = shaped_model(m.layers, m.hidden, m.heads, m.vocab_size, job.seq_len,
+                           kv_heads=m.kv_heads, ffn_hidden=m.ffn_hidden,
+                           gated_mlp=m.gated_mlp)  # fmt: skip
+    if rebuilt != m:
+        raise ValueError(
+            "plan_yaml writes a preset model or one its shape keys give; the job's model "
+            "is neither"
+        )
+    shape = (("num_params", m.num_params()), ("layers", m.layers), ("hidden", m.hidden),
+             ("heads", m.heads), ("kv_heads", m.kv_heads), ("ffn_hidden", m.ffn_hidden),
+             ("vocab_size", m.vocab_size), ("gated_mlp", str(m.gated_mlp).lower()))  # fmt: skip
+    return [f"  {key}: {value}" for key, value in shape]
