@@ -11,14 +11,16 @@ the output folder is new. "After" is the working tree built as ``nox -s docs``
 builds it now (``-j auto``, figures from ``build/figure-cache``). For each it
 reports a clean build (empty output folder; for "after" once with an empty
 figure cache and once with a warm one) and a one-page incremental rebuild (the
-page's file touched). Prints the machine's load average with each run, since
-the 2-core machines it runs on are shared. A benchmark, not a test: it asserts
-nothing.
+page's file touched), then what the pages' Python runtime adds to the output and
+how fast it answered in the last ``nox -s browser`` run. Prints the machine's
+load average with each run, since the 2-core machines it runs on are shared. A
+benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -77,6 +79,25 @@ def main() -> None:
         report("after: one page touched, -j auto", build(ROOT, out, ["-j", "auto"]))
         (ROOT / PAGE).touch()
         report("after: one page touched, serial", build(ROOT, out, []))
+    runtime()
+
+
+def runtime() -> None:
+    """What the pages' Python adds to the HTML output and how fast it answers, as the
+    last ``nox -s browser`` measured it (build/browser-runtime.json)."""
+    path = ROOT / "build" / "browser-runtime.json"
+    if not path.exists():
+        print("no build/browser-runtime.json: run nox -s browser first")
+        return
+    r = json.loads(path.read_text(encoding="utf-8"))
+    print(f"runtime: {r['bytes_added'] / 1e6:.1f} MB added to the HTML output")
+    for key in ("first_output_s", "second_run_s"):
+        if r.get(key):
+            print(f"runtime: {key} median {r[key]['median']:.2f} s, "
+                  f"max {r[key]['max']:.2f} s over {r[key]['runs']} pages")  # fmt: skip
+    for job in r.get("planner_s") or []:
+        print(f"runtime: planner {job}")
+    print(f"runtime: measured at load {r['load_average']} on {r['cpus']} CPUs")
 
 
 if __name__ == "__main__":

@@ -149,23 +149,23 @@ def _notebook_link(app: Any, doctree: nodes.document, docname: str) -> None:
 
 # -- The "Plan a job" page ---------------------------------------------------------------
 
-# Each column of ``python -m infralens rank`` and the page that explains it.
+# Each column of ``python -m infralens rank`` and the section that explains it.
 COLUMN_DOCS = {
-    "#": "handbook/12-cluster-design",
-    "tp": "handbook/05-tensor-parallel",
-    "cp": "handbook/10-context-parallel",
-    "pp": "handbook/06-pipeline-parallel",
-    "dp": "handbook/01-data-parallel",
-    "schedule": "handbook/06-pipeline-parallel",
-    "recipe": "handbook/17-memory",
-    "ZeRO": "handbook/03-zero",
-    "recompute": "handbook/17-memory",
-    "step (s)": "handbook/16-step-time",
-    "tokens/s/GPU": "handbook/16-step-time",
-    "MFU": "handbook/16-step-time",
-    "GB/GPU": "handbook/17-memory",
-    "bound by": "handbook/16-step-time",
-    "memory": "handbook/17-memory",
+    "#": "handbook/12-cluster-design#three-candidate-plans",
+    "tp": "handbook/05-tensor-parallel#why-tp-stays-inside-the-nvlink-domain",
+    "cp": "handbook/10-context-parallel#tokens-per-rank",
+    "pp": "handbook/06-pipeline-parallel#layers-to-stages",
+    "dp": "handbook/01-data-parallel#what-is-replicated-and-what-is-split",
+    "schedule": "handbook/06-pipeline-parallel#two-ways-to-state-the-bubble",
+    "recipe": "handbook/17-memory#bytes-per-parameter-by-recipe",
+    "ZeRO": "handbook/03-zero#what-a-rank-stores",
+    "recompute": "handbook/17-memory#activations-with-and-without-flashattention",
+    "step (s)": "handbook/16-step-time#what-each-axis-leaves-exposed",
+    "tokens/s/GPU": "handbook/16-step-time#which-flops-against-which-time",
+    "MFU": "handbook/16-step-time#which-flops-against-which-time",
+    "GB/GPU": "handbook/17-memory#will-it-fit-llama-3-8b-and-70b-on-8-and-64-h100s",
+    "bound by": "handbook/16-step-time#what-each-axis-leaves-exposed",
+    "memory": "handbook/17-memory#bytes-per-parameter-by-recipe",
 }
 
 # Each bar of plan 1's two charts and the section that explains it: the step's terms

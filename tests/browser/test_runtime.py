@@ -314,7 +314,13 @@ def _check_charts(driver: Any, result: WebElement, args: list[str], tmp: Path) -
         for t in result.find_elements(By.CSS_SELECTOR, "svg.infralens-chart title")
     ]
     assert titles[0].endswith(f": {total[1]} s"), titles
-    for _, _, href in got_step + got_memory:
+    # the table's columns link to sections too, as written in the page
+    columns = [
+        driver.execute_script("return arguments[0].getAttribute('href')", a)
+        for a in result.find_elements(By.CSS_SELECTOR, "table.infralens-plan-table th a")
+    ]
+    assert len(columns) >= 10, columns
+    for href in [*(h for _, _, h in got_step + got_memory), *columns]:
         page, _, anchor = href.partition("#")
         target = (SITE / "plan-a-job.html").parent / page
         assert target.is_file() and f'id="{anchor}"' in target.read_text(encoding="utf-8"), href
