@@ -321,6 +321,14 @@ def _flop_conventions() -> str:
     return markdown_table(PRESETS["llama3-8b"], seq_len=8192)
 
 
+def _published_ranks() -> str:
+    from infralens.planner.published_rank import published_rank, rank_table
+    from infralens.planner.step_validation import load_runs
+
+    runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
+    return rank_table([published_rank(r) for r in runs])
+
+
 def _cheatsheet() -> str:
     from infralens_cheatsheet import cheatsheet_markdown
 
@@ -349,6 +357,7 @@ GENERATED = {
     "step_sources.md": _step_sources,
     "step_unpriced.md": _step_unpriced,
     "flop_conventions.md": _flop_conventions,
+    "published_ranks.md": _published_ranks,
     "cheatsheet.md": _cheatsheet,
     "lab12_worksheet.md": _lab12_worksheet,
     "lab12_blank_worksheet.md": _lab12_blank_worksheet,

@@ -1,0 +1,106 @@
+"""Where each published plan ranks among the plans ``rank`` proposes for its job.
+
+For a priced run of ``tests/data/training_runs.csv``, :func:`published_rank` gives
+:func:`~infralens.planner.ranking.rank_plans` the run's model, cluster, sequence,
+global batch, micro-batch and recipe, and finds the published degrees (tp, cp, pp,
+dp) among its rows: their position, the number of plans ranked, and how much
+slower than the first row the model prices them. A published plan the ranker does
+not list (over its memory count, outside its search, or a recipe's framework that
+cannot run it) has no position, and the table says why the search came back empty
+where it did. The ranker prices every row with the same model, so a published plan
+ranked low says the model prefers another plan by more than it can tell apart, or
+that the published team chose for a reason the model does not price.
+
+>>> from infralens.planner.step_validation import load_runs
+>>> row = next(r for r in load_runs("tests/data/training_runs.csv")
+...            if r.run_id == "torchtitan-h100-llama3.1-8b-8gpu")
+>>> r = published_rank(row)
+>>> r.plan, r.position, r.ranked, round(r.slower, 3)
+('tp 1 cp 1 pp 1 dp 8', 7, 20, 0.067)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infralens._typecheck import check_fields, typed
+from infralens.hardware import SYSTEMS
+from infralens.planner.ranking import rank_plans
+from infralens.planner.step_validation import TrainingRun
+from infralens.topology import Cluster
+
+__all__ = ["PublishedRank", "published_rank", "rank_table"]
+
+
+@dataclass(frozen=True)
+class PublishedRank:
+    """Where one published plan ranks: *position* among *ranked* plans (None when the
+    ranker does not list it), *slower* its predicted step over the first row's, less 1,
+    and *why* the reason when it has no position."""
+
+    run_id: str
+    plan: str
+    position: int | None
+    ranked: int
+    slower: float | None = None
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        check_fields(self, signed=("slower",))
+
+
+@typed
+def published_rank(row: TrainingRun, *, top: int = 1000) -> PublishedRank:
+    """Rank every feasible plan for *row*'s job and find the published degrees.
+
+    slower = predicted step of the published plan / the first row's − 1
+
+    Raises ``ValueError`` for a row marked unpriced, ``TypeError`` for anything but a
+    :class:`~infralens.planner.step_validation.TrainingRun`.
+    """
+    if row.unpriced:
+        raise ValueError(f"{row.run_id} is not priced: {row.unpriced}")
+    system = SYSTEMS[row.system]
+    cluster = Cluster(
+        row.gpus // system.gpus_per_node, system.gpus_per_node, system
+    )
+    degrees = (row.tp, row.cp, row.pp, row.dp)
+    name = "tp {} cp {} pp {} dp {}".format(*degrees)
+    try:
+        rows = rank_plans(row.config(), cluster, seq_len=row.seq_len,
+                          global_batch_size=row.global_batch,
+                          micro_batch_size=row.micro_batch, top=top,
+                          max_cp=max(8, row.cp), recipe=row.recipe or None)  # fmt: skip
+    except ValueError as err:  # nothing feasible, or a search too large
+        return PublishedRank(row.run_id, name, None, 0, why=str(err).split(";")[0])
+    for i, r in enumerate(rows, start=1):
+        if (r.plan.tp, r.plan.cp, r.plan.pp, r.plan.dp) == degrees:
+            best = rows[0].estimate.seconds
+            return PublishedRank(row.run_id, name, i, len(rows),
+                                 r.estimate.seconds / best - 1)  # fmt: skip
+    why = "not among the plans the ranker lists"
+    if row.tp > cluster.domain_size:  # the ranker keeps TP inside one NVLink domain
+        why = f"tp beyond one {cluster.domain_size}-GPU NVLink domain, outside the search"
+    return PublishedRank(row.run_id, name, None, len(rows), why=why)
+
+
+@typed
+def rank_table(ranks: list[PublishedRank]) -> str:
+    """The ranks as a MyST table: run, published plan, its position, how much slower.
+
+    >>> print(rank_table([PublishedRank("a", "tp 8 cp 1 pp 1 dp 1", 2, 5, 0.031)]))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    | Run | Published plan | Rank | Slower than the first row |
+    | --- | --- | ---: | ---: |
+    | a | tp 8 cp 1 pp 1 dp 1 | 2 of 5 | +3.1 % |
+    """
+    lines = ["| Run | Published plan | Rank | Slower than the first row |",
+             "| --- | --- | ---: | ---: |"]  # fmt: skip
+    for r in ranks:
+        if r.position is None:
+            where, slower = f"not ranked ({r.why})", "–"
+        else:
+            where = f"{r.position} of {r.ranked}"
+            slower = f"{100 * (r.slower or 0.0):+.1f} %"
+        lines.append(f"| {r.run_id} | {r.plan} | {where} | {slower} |")
+    return "\n".join(lines)
