@@ -56,6 +56,8 @@ def _matches(
     by its ends, its length counted against the budget. An int or Fraction beyond
     ``MAX_INT``, or a container over the budget, raises :class:`_Refused`.
     """
+    if typing.get_origin(hint) is collections.abc.Callable:  # unhashable arguments
+        return callable(value)
     if (
         type(value) is hint
     ):  # an exact instance: nothing to walk, an int's size to check
@@ -166,6 +168,8 @@ _NUMBERS = {int, float, Fraction}
 
 
 def _hint_name(hint: object, plural: bool = False) -> str:
+    if typing.get_origin(hint) is collections.abc.Callable:  # its arguments: a list
+        return "callables" if plural else "a callable"
     args = set(typing.get_args(hint)) - {type(None)}
     if (
         typing.get_origin(hint) in (typing.Union, types.UnionType)

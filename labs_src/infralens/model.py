@@ -295,8 +295,10 @@ SHAPE_SPEC_KEYS = (
 are required."""
 
 
-def parse_shape(spec: str, seq_len: int) -> TransformerConfig:
-    """The model a shape spec ``key=value,key=value`` describes, at *seq_len* tokens.
+@typed
+def parse_shape(shape: str, seq_len: int) -> TransformerConfig:
+    """The model a shape spec ``key=value,key=value`` (*shape*) describes, at *seq_len*
+    tokens.
 
     Keys are those of :data:`SHAPE_SPEC_KEYS`. ``kv_heads`` defaults to ``heads``
     (multi-head attention), ``ffn_hidden`` to 4·``hidden`` and ``gated_mlp`` (``true``
@@ -326,10 +328,8 @@ def parse_shape(spec: str, seq_len: int) -> TransformerConfig:
     """
     import difflib
 
-    if not isinstance(spec, str):
-        raise TypeError(f"spec must be a str, got {type(spec).__name__}")
     given: dict[str, str] = {}
-    for item in spec.split(","):
+    for item in shape.split(","):
         key, sep, value = (part.strip() for part in item.partition("="))
         if not sep:
             raise ValueError(
@@ -371,6 +371,7 @@ def parse_shape(spec: str, seq_len: int) -> TransformerConfig:
     return shaped_model(**sizes, seq_len=seq_len, gated_mlp=gated)
 
 
+@typed
 def shaped_model(
     layers: int,
     hidden: int,
@@ -410,7 +411,8 @@ def shaped_model(
     )
 
 
-def model_from(name_or_spec: str, seq_len: int) -> TransformerConfig:
+@typed
+def model_from(model: str, seq_len: int) -> TransformerConfig:
     """A :data:`PRESETS` model by name, or the shape a spec with ``=`` describes
     (:func:`parse_shape`, at *seq_len*): what ``rank --model`` takes.
 
@@ -423,12 +425,12 @@ def model_from(name_or_spec: str, seq_len: int) -> TransformerConfig:
 'llama2-70b', 'llama3-8b', 'llama3-70b', 'llama3.1-405b', or a shape \
 layers=..,hidden=..,heads=..,vocab_size=..; got 'llama9'
     """
-    if isinstance(name_or_spec, str) and "=" in name_or_spec:
-        return parse_shape(name_or_spec, seq_len)
-    if not isinstance(name_or_spec, str) or name_or_spec not in PRESETS:
+    if "=" in model:
+        return parse_shape(model, seq_len)
+    if model not in PRESETS:
         names = ", ".join(repr(k) for k in PRESETS)
         raise ValueError(
             f"model must be one of {names}, or a shape "
-            f"layers=..,hidden=..,heads=..,vocab_size=..; got {describe(name_or_spec, 16)}"
+            f"layers=..,hidden=..,heads=..,vocab_size=..; got {describe(model, 16)}"
         )
-    return PRESETS[name_or_spec]
+    return PRESETS[model]

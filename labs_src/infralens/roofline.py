@@ -30,6 +30,7 @@ together, Megatron's shapes, bf16 activations, fp32 gradients):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
@@ -167,10 +168,20 @@ def dp_tokens_per_gpu(
     Raises ``ValueError`` for a non-positive ratio or size, or *total_to_active* below 1.
     """
     ratio = float(machine_flops_per_byte)
-    if not ratio > 0:
-        raise ValueError(f"machine_flops_per_byte must be > 0, got {ratio}")
-    if not total_to_active >= 1:
-        raise ValueError(f"total_to_active must be >= 1, got {total_to_active}")
+    if not 0 < ratio < math.inf:
+        raise ValueError(
+            f"machine_flops_per_byte must be > 0 and finite, got {ratio}"
+        )
+    if not 1 <= total_to_active < math.inf:
+        raise ValueError(
+            f"total_to_active must be >= 1 and finite, got {total_to_active}"
+        )
     m = positive_int("model_parallel", model_parallel)
     b = positive_int("bytes_per_param", bytes_per_param)
-    return ratio * b / 6 * total_to_active / m
+    tokens = ratio * b / 6 * total_to_active / m
+    if not math.isfinite(tokens):  # a ratio and a size whose product overflows
+        raise ValueError(
+            f"machine_flops_per_byte x total_to_active too large: {ratio} x "
+            f"{total_to_active}"
+        )
+    return tokens

@@ -212,12 +212,14 @@ def cross_entropy_traffic(
     ...
     ValueError: tp must be >= 1, got 0
 
-    Raises ``ValueError`` for a size below 1 or a vocabulary that does not split
-    evenly over *tp*.
+    Raises ``ValueError`` for a size below 1, a vocabulary that does not split
+    evenly over *tp*, or *tokens* × *vocab* logits too many to count in 63 bits.
     """
     t = positive_int("tp", tp)
     n = positive_int("tokens", tokens)
     v = divisible("vocab", positive_int("vocab", vocab), "tp", t)
+    if 2 * v * n >= 2**63:  # the bytes must fit the counts the package keeps
+        raise ValueError(f"tokens x vocab must be below 2**62, got {n} x {v}")
     return CrossEntropyTraffic(
         three_all_reduces=3 * 2 * (t - 1) * 4 * n // t,
         gather_logits=(t - 1) * 2 * v * n // t,
