@@ -263,7 +263,7 @@ def median_error(checks: list[RunCheck]) -> float:
 
     >>> rows = load_runs("tests/data/training_runs.csv")
     >>> round(median_error([check_run(r) for r in rows]), 2)
-    0.35
+    0.34
     >>> median_error([])
     Traceback (most recent call last):
     ...
