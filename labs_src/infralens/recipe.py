@@ -132,17 +132,14 @@ def recipe_bytes_of(recipe: Recipe, shards: int) -> Fraction:
     # [end:recipe-sum]
 
 
-DEEPSPEED_ENGINE = "deepspeedai/DeepSpeed edaa7221267243c7be7fb49c5d5f5c4fb97b4641"
-"""The DeepSpeed commit whose pipeline engine :func:`cannot_run` follows."""
-
-
 def cannot_run(recipe: Recipe, *, pp: int, cp: int, schedule: str) -> str | None:
     """Why *recipe*'s framework cannot run a plan with *pp* stages, *cp* context ranks
     and pipeline *schedule*, or None when it can.
 
     DeepSpeed (and the ZeRO paper, whose implementation it is) runs a pipeline only in
-    its ``PipelineEngine``, which asserts ZeRO stage < 2
-    (``runtime/pipe/engine.py``) and has one schedule, 1F1B (``TrainSchedule``); its
+    its ``PipelineEngine``, which asserts ZeRO stage < 2 (``runtime/pipe/engine.py``
+    at :data:`infralens._deepspeed.COMMIT`, DeepSpeed 0.19.6) and has one schedule,
+    1F1B (``TrainSchedule``); its
     sequence parallelism is DeepSpeed-Ulysses's all-to-all, not the ring attention a
     ``cp`` degree prices. Megatron-Core and torchtitan run every plan here.
 

@@ -43,10 +43,10 @@ def unit_params(m: TransformerConfig, plan: ParallelPlan) -> int:
     its dp·cp group before sharding: the stage's share of the whole model over its
     layers, ``ceil(N / (t·p)) // ceil(L / p)``.
 
-    torchtitan wraps the embedding and the output layer as units of their own; their
-    bytes are spread over the layer units here, so a step moves every parameter, but
-    where those two units sit in a pass is not modelled. The worksheet lists the same
-    size per unit.
+    torchtitan (b5bcd76) wraps the embedding and the output layer as units of their
+    own; their bytes are spread over the layer units here, so a step moves every
+    parameter, but where those two units sit in a pass is not modelled. The
+    worksheet lists the same size per unit.
 
     >>> from infralens.model import PRESETS
     >>> m = PRESETS["llama3-8b"]
