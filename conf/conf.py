@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import sys
 import tomllib
 import warnings
@@ -302,19 +304,34 @@ def _step_validation() -> str:
 
 
 def _step_accuracy() -> str:
-    from infralens.planner.step_accuracy import accuracy_table, uncalibrated
+    from infralens.planner.calibration import refit
+    from infralens.planner.step_accuracy import accuracy_table
     from infralens.planner.step_validation import check_run, load_runs
 
     runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
-    return accuracy_table([check_run(r) for r in runs], uncalibrated)
+    return accuracy_table([check_run(r) for r in runs], refit)
 
 
 def _step_sources() -> str:
-    from infralens.planner.step_accuracy import family_table, uncalibrated
+    from infralens.planner.calibration import refit
+    from infralens.planner.step_accuracy import family_table
     from infralens.planner.step_validation import check_run, load_runs
 
     runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
-    return family_table([check_run(r) for r in runs], uncalibrated)
+    return family_table([check_run(r) for r in runs], refit)
+
+
+def _step_folds() -> str:
+    from infralens.planner.calibration import folds_table
+    from infralens.planner.step_validation import load_runs
+
+    return folds_table(load_runs(ROOT / "tests" / "data" / "training_runs.csv"))
+
+
+def _gpu_measurements() -> str:
+    from infralens.planner.calibration import measurement_table
+
+    return measurement_table(sorted((ROOT / "tests" / "data" / "gpu").glob("cal-*.json")))
 
 
 def _step_unpriced() -> str:
@@ -331,12 +348,28 @@ def _flop_conventions() -> str:
     return markdown_table(PRESETS["llama3-8b"], seq_len=8192)
 
 
-def _published_ranks() -> str:
-    from infralens.planner.published_rank import published_rank, rank_table
+@functools.lru_cache(maxsize=1)
+def _ranks() -> tuple[object, ...]:
+    from infralens.planner.published_rank import published_rank
     from infralens.planner.step_validation import load_runs
 
     runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
-    return rank_table([published_rank(r) for r in runs])
+    return tuple(published_rank(r) for r in runs)
+
+
+def _published_ranks() -> str:
+    from infralens.planner.published_rank import rank_table
+
+    return rank_table(list(_ranks()))  # type: ignore[arg-type]
+
+
+def _mfu_ceiling() -> str:
+    from infralens.planner.published_rank import ceiling_table, mfu_ceiling
+    from infralens.planner.step_validation import check_run, load_runs
+
+    runs = load_runs(ROOT / "tests" / "data" / "training_runs.csv")
+    checks = [check_run(r) for r in runs]
+    return ceiling_table(mfu_ceiling(checks, list(_ranks())))  # type: ignore[arg-type]
 
 
 def _cheatsheet() -> str:
@@ -365,6 +398,9 @@ GENERATED = {
     "step_validation.md": _step_validation,
     "step_accuracy.md": _step_accuracy,
     "step_sources.md": _step_sources,
+    "step_folds.md": _step_folds,
+    "gpu_measurements.md": _gpu_measurements,
+    "mfu_ceiling.md": _mfu_ceiling,
     "step_unpriced.md": _step_unpriced,
     "flop_conventions.md": _flop_conventions,
     "published_ranks.md": _published_ranks,

@@ -41,7 +41,7 @@ def test_plan_memory_and_rank_agree_on_a_written_row(tmp_path: Path) -> None:
                  "--global-batch", "512", "--write-plan", "1", str(path))  # fmt: skip
     assert ranked.returncode == 0, ranked.stderr
     row = next(line for line in ranked.stdout.splitlines() if line.startswith("| 1 |"))
-    rank_gb = float(row.split("|")[13])
+    rank_gb = float(row.split("|")[14])
     recipe = row.split("|")[7].strip()
     memory = run("memory", "--plan", str(path))
     assert memory.returncode == 0, memory.stderr
@@ -88,7 +88,7 @@ def test_rank_shows_a_schedule_only_with_a_pipeline() -> None:
         if line.startswith("| ") and "---" not in line and not line.startswith("| #"):
             cells = [c.strip() for c in line.split("|")]
             assert (cells[4] == "1") == (cells[6] == "–"), line
-    assert "closer than the step model can tell apart" in done.stdout
+    assert "closer to row 1 than the model can tell apart" in done.stdout
 
 
 def test_rank_splits_layers_that_do_not_divide_and_its_row_runs_at_16384_gpus(
@@ -109,7 +109,7 @@ def test_rank_splits_layers_that_do_not_divide_and_its_row_runs_at_16384_gpus(
     assert ("account_for_embedding: true" in written) == rows[0][4].strip().endswith("†")
     plan, memory = run("plan", str(path)), run("memory", "--plan", str(path))
     assert plan.returncode == 0 and memory.returncode == 0, plan.stderr + memory.stderr
-    rank_gb, rank_s = float(rows[0][13]), float(rows[0][10])
+    rank_gb, rank_s = float(rows[0][14]), float(rows[0][10])
     plan_gb = float(re.search(r"= ([\d.]+) GB of", plan.stdout).group(1))  # type: ignore[union-attr]
     mem_gb = float(re.search(r"total\s+([\d.]+) GB", memory.stdout).group(1))  # type: ignore[union-attr]
     plan_s = float(re.search(r"Step ([\d.]+) s", plan.stdout).group(1))  # type: ignore[union-attr]

@@ -22,6 +22,7 @@ from infralens.planner.fit import _gpu_memory
 from infralens.planner.job import Job
 from infralens.planner.step import estimate
 from infralens.stage_balance import megatron_split
+from infralens.sustained import FITTED
 from infralens.topology import Cluster
 
 GB = 10**9
@@ -182,7 +183,7 @@ def test_one_stage_is_priced_as_one_micro_batch_of_the_whole_model() -> None:
     m = PRESETS["llama3-8b"]
     price = {"tokens": 8192, "seq_len": 8192, "tp": 1, "cp": 1, "sequence_parallel": False,
              "recompute": "selective", "stack": "megatron", "kernel": "flash2",
-             "elementwise": "fused"}  # fmt: skip
+             "elementwise": "fused", "sustained": FITTED}  # fmt: skip
     whole = _step_terms.microbatch_compute(m, "h100-sxm5-80gb", pp=1, **price)  # type: ignore[arg-type]
     stages, _ = _step_terms.stage_compute(m, (32,), "h100-sxm5-80gb", **price)
     assert stages == (whole[0],)

@@ -30,6 +30,7 @@ from infralens.planner.job import Job
 from infralens.planner.plan_file import _report, _text, load_plan_file
 from infralens.planner.ranking import RankedPlan, plan_yaml, rank_plans
 from infralens.precision import DEFAULT_RECIPE, RECIPES
+from infralens.sustained import from_file
 from infralens.topology import Cluster
 
 __all__ = ["job_of", "main", "memory_report", "rank_report"]
@@ -223,6 +224,11 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     plan_cmd.add_argument("--tokens", type=int, default=None,
                           help="training tokens, for the days the run takes")  # fmt: skip
+    plan_cmd.add_argument(
+        "--calibration", default=None, metavar="FILE",
+        help="rates measured by labs_src/demos/calibrate_gpu.py, in place of the "
+        "published ceilings",
+    )  # fmt: skip
     mem_cmd = commands.add_parser(
         "memory",
         help="per-GPU memory of a model under a plan file, and whether it fits",
@@ -291,6 +297,12 @@ def _main(argv: Sequence[str] | None) -> int:
                     "--tokens needs a 'training' section in the plan file"
                 )
             job = replace(job, token_budget=positive_int("tokens", args.tokens))
+        if args.calibration is not None:
+            if job is None:
+                raise ValueError(
+                    "--calibration needs a 'training' section in the plan file"
+                )
+            job = replace(job, sustained=from_file(args.calibration))
         report = _report(plan, cluster, job)
     except (ValueError, TypeError) as err:
         print(f"infralens plan: {err}", file=sys.stderr)

@@ -27,6 +27,7 @@ from infralens.nccl import predict
 from infralens.pipeline import bubble_fraction
 from infralens.pipeline_memory import in_flight
 from infralens.recipe import Recipe
+from infralens.sustained import Sustained, kernels_per_layer
 from infralens.topology import Cluster
 
 BF16 = 2
@@ -60,22 +61,25 @@ def microbatch_compute(
     stack: str,
     kernel: str,
     elementwise: str,
+    sustained: Sustained,
     scaling: str = "none",
 ) -> tuple[float, float]:
     """(all compute, attention alone) of one micro-batch of *tokens* on one GPU.
 
-    The weight GEMMs run at the GPU's BF16 matmul ceiling, attention at its
-    kernel's (its own traffic included), and element-wise kernels (norms,
-    activations, residuals) move :func:`infralens.elementwise.elementwise_bytes`
-    at HBM bandwidth, fused or *elementwise* ``"eager"``. With an FP8 *scaling*
-    the blocks' GEMMs run at the FP8 ceiling and their quantisation kernels
-    (:func:`infralens.fp8.quantize_bytes`) join the element-wise bytes.
+    The weight GEMMs run at :func:`gemm_rate`, attention at its kernel's rate (its
+    own traffic included) times the *sustained* share, element-wise kernels
+    (norms, activations, residuals) move :func:`infralens.elementwise.elementwise_bytes`
+    at HBM bandwidth, fused or *elementwise* ``"eager"``; when the layer's kernels,
+    each launched *sustained* per-kernel seconds after the last, take longer to launch
+    than to run, the launches set the time. With an FP8 *scaling* the blocks' GEMMs run at the
+    FP8 rate and their quantisation kernels (:func:`infralens.fp8.quantize_bytes`)
+    join the element-wise bytes.
     """
     shards = tp * cp * pp
     gemm = (
         gemm_flops_per_token(m, recompute=recompute, stack=stack) * tokens / shards
     )
-    gemm_s = gemm / matmul_ceiling(gpu_key)
+    gemm_s = gemm / gemm_rate(sustained, gpu_key)
     quantize = 0
     if scaling != "none":  # block GEMMs in FP8, the output layer in BF16
         fp8 = (
@@ -83,8 +87,8 @@ def microbatch_compute(
             * tokens
             / shards
         )
-        gemm_s = (gemm - fp8) / matmul_ceiling(gpu_key) + fp8 / matmul_ceiling(
-            gpu_key, "fp8"
+        gemm_s = (gemm - fp8) / gemm_rate(sustained, gpu_key) + fp8 / gemm_rate(
+            sustained, gpu_key, fp8=True
         )
         quantize = quantize_bytes(
             m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len, scaling=scaling,
@@ -92,6 +96,7 @@ def microbatch_compute(
         )  # fmt: skip
     attn = attention_seconds(m, seq_len=seq_len, tokens=tokens / shards, gpu=gpu_key,
                              recompute=recompute, kernel=kernel)  # fmt: skip
+    attn /= sustained.share(GPUS[gpu_key].arch)
     moved = elementwise_bytes(
         m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len, kernels=elementwise,
         recompute=recompute, tp=tp, sequence_parallel=sequence_parallel and tp > 1,
@@ -100,7 +105,32 @@ def microbatch_compute(
     elementwise_s = (
         (moved + quantize) * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
     )
-    return gemm_s + attn + elementwise_s, attn
+    # The CPU launches kernels ahead of the GPU; it sets the pace only when the
+    # kernels run shorter than the launches that feed them.
+    launches = (
+        kernels_per_layer(elementwise, recompute)
+        * m.layers
+        / pp
+        * sustained.kernel_seconds
+    )
+    return max(gemm_s + attn + elementwise_s, launches), attn
+
+
+def gemm_rate(sustained: Sustained, gpu_key: str, *, fp8: bool = False) -> float:
+    """FLOP/s the GEMMs of a step sustain on one GPU.
+
+    rate = (measured plan rate or matmul ceiling) · share of the GPU's chip
+
+    The ceiling is :func:`infralens.hardware.matmul_ceiling`'s; a *sustained* that
+    carries a rate measured for the plan's own GEMM shapes uses it instead. No tile or
+    wave factor is applied: timed without launch gaps on an H200, the GEMMs of every
+    plan in ``tests/data/gpu/`` ran within a few per cent of a square GEMM's rate
+    (:func:`infralens.layer_gemms.shape_efficiency` would have charged up to 10 %).
+    """
+    measured = sustained.fp8_flops if fp8 else sustained.bf16_flops
+    if measured is None:
+        measured = matmul_ceiling(gpu_key, "fp8" if fp8 else "bf16")
+    return measured * sustained.share(GPUS[gpu_key].arch)
 
 
 def stage_compute(
@@ -205,7 +235,13 @@ class TPComm:
 
 
 def column_gemms(
-    m: TransformerConfig, gpu_key: str, *, tokens: int, tp: int, fp8: bool
+    m: TransformerConfig,
+    gpu_key: str,
+    *,
+    tokens: int,
+    tp: int,
+    fp8: bool,
+    sustained: Sustained,
 ) -> tuple[float, float]:
     """Seconds of one backward GEMM (dgrad or wgrad: each has the forward's FLOPs) of the
     two column-parallel linears of a layer, QKV and the MLP's first, on *tokens* tokens.
@@ -213,7 +249,7 @@ def column_gemms(
     QKV: 2·tokens·h·(a + 2·kv)·d / tp;  MLP in: 2·tokens·h·f·(2 if gated) / tp  FLOPs
     """
     h, d = m.hidden, m.head_dim
-    rate = matmul_ceiling(gpu_key, "fp8" if fp8 else "bf16")
+    rate = gemm_rate(sustained, gpu_key, fp8=fp8)
     qkv = 2 * tokens * h * (m.heads + 2 * m.kv_heads) * d / tp
     mlp = 2 * tokens * h * m.ffn_hidden * (2 if m.gated_mlp else 1) / tp
     return qkv / rate, mlp / rate

@@ -40,6 +40,7 @@ from infralens.model import PRESETS, TransformerConfig
 from infralens.plan import ParallelPlan
 from infralens.precision import RECIPES
 from infralens.recipe import Recipe
+from infralens.sustained import Sustained
 from infralens.topology import Cluster
 
 __all__ = ["SCHEDULES", "Job"]
@@ -62,6 +63,10 @@ class Job:
     sequence parallelism, the schedule and its chunks, the attention and
     element-wise kernels, the overlap and reduction options, and Megatron-Core's
     uneven first and last stages. *token_budget* gives the days a run takes.
+    *sustained* sets the rates the GPU sustains inside the step
+    (:class:`~infralens.sustained.Sustained`: by default the fitted
+    :data:`~infralens.sustained.FITTED`; :func:`~infralens.sustained.from_file` reads a
+    measured one).
 
     Raises ``TypeError`` naming the field whose value has the wrong type, and
     ``ValueError`` naming it for a size below 1, an unknown model, recipe,
@@ -95,6 +100,7 @@ class Job:
     account_for_loss: bool = False
     gpu: str | None = None
     token_budget: int | None = None
+    sustained: Sustained | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -172,9 +172,11 @@ FULL_SHAPE_KEYS = ("kv_heads", "ffn_hidden", "vocab_size", "gated_mlp")
 (:func:`infralens.model.shaped_model`), which must hold ``num_params`` exactly."""
 
 TRAINING_KEYS = tuple(
-    k for k in Job.__dataclass_fields__ if k not in ("plan", "cluster")
+    k for k in Job.__dataclass_fields__ if k not in ("plan", "cluster", "sustained")
 )
-"""The :class:`~infralens.planner.job.Job` fields a ``training`` section may set."""
+"""The :class:`~infralens.planner.job.Job` fields a ``training`` section may set: all but
+the plan and cluster (the file's other sections) and the sustained rates, which a
+measured file gives (``plan --calibration FILE``)."""
 
 
 def _shape_model(training: dict[str, Any]) -> TransformerConfig:

@@ -16,7 +16,7 @@ that the published team chose for a reason the model does not price.
 ...            if r.run_id == "torchtitan-h100-llama3.1-8b-8gpu")
 >>> r = published_rank(row)
 >>> r.plan, r.position, r.ranked, round(r.slower, 3)
-('tp 1 cp 1 pp 1 dp 8', 7, 20, 0.067)
+('tp 1 cp 1 pp 1 dp 8', 8, 20, 0.072)
 """
 
 from __future__ import annotations
@@ -24,19 +24,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
-from infralens.hardware import SYSTEMS
+from infralens.hardware import SYSTEMS, preset_key
 from infralens.planner.ranking import rank_plans
-from infralens.planner.step_validation import TrainingRun
+from infralens.planner.step_validation import RunCheck, TrainingRun
 from infralens.topology import Cluster
 
-__all__ = ["PublishedRank", "published_rank", "rank_table"]
+__all__ = [
+    "MfuCeiling",
+    "PublishedRank",
+    "ceiling_table",
+    "mfu_ceiling",
+    "published_rank",
+    "rank_table",
+]
 
 
 @dataclass(frozen=True)
 class PublishedRank:
     """Where one published plan ranks: *position* among *ranked* plans (None when the
     ranker does not list it), *slower* its predicted step over the first row's, less 1,
-    and *why* the reason when it has no position."""
+    *why* the reason when it has no position, and *first_mfu* the MFU of the ranker's
+    first row."""
 
     run_id: str
     plan: str
@@ -44,6 +52,7 @@ class PublishedRank:
     ranked: int
     slower: float | None = None
     why: str = ""
+    first_mfu: float | None = None
 
     def __post_init__(self) -> None:
         check_fields(self, signed=("slower",))
@@ -73,15 +82,18 @@ def published_rank(row: TrainingRun, *, top: int = 1000) -> PublishedRank:
                           max_cp=max(8, row.cp), recipe=row.recipe or None)  # fmt: skip
     except ValueError as err:  # nothing feasible, or a search too large
         return PublishedRank(row.run_id, name, None, 0, why=str(err).split(";")[0])
+    top_mfu = rows[0].estimate.mfu
     for i, r in enumerate(rows, start=1):
         if (r.plan.tp, r.plan.cp, r.plan.pp, r.plan.dp) == degrees:
             best = rows[0].estimate.seconds
             return PublishedRank(row.run_id, name, i, len(rows),
-                                 r.estimate.seconds / best - 1)  # fmt: skip
+                                 r.estimate.seconds / best - 1, first_mfu=top_mfu)  # fmt: skip
     why = "not among the plans the ranker lists"
     if row.tp > cluster.domain_size:  # the ranker keeps TP inside one NVLink domain
         why = f"tp beyond one {cluster.domain_size}-GPU NVLink domain, outside the search"
-    return PublishedRank(row.run_id, name, None, len(rows), why=why)
+    return PublishedRank(
+        row.run_id, name, None, len(rows), why=why, first_mfu=top_mfu
+    )
 
 
 @typed
@@ -103,4 +115,62 @@ def rank_table(ranks: list[PublishedRank]) -> str:
             where = f"{r.position} of {r.ranked}"
             slower = f"{100 * (r.slower or 0.0):+.1f} %"
         lines.append(f"| {r.run_id} | {r.plan} | {where} | {slower} |")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class MfuCeiling:
+    """One model class on one GPU in one precision: the best published MFU and the
+    highest MFU the ranker's first row offers for any of its published jobs."""
+
+    model: str
+    gpu: str
+    precision: str
+    runs: int
+    best_published: float
+    best_run: str
+    offered: float
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    @property
+    def ratio(self) -> float:
+        """offered / best published: above 1.1, an offer ten per cent past any measured run."""
+        return self.offered / self.best_published
+
+
+@typed
+def mfu_ceiling(
+    checks: list[RunCheck], ranks: list[PublishedRank]
+) -> list[MfuCeiling]:
+    """For each (model, GPU, precision) in *checks*: best published MFU against the
+    ranker's highest first-row MFU over the class's jobs (*ranks*, by run id)."""
+    first = {r.run_id: r.first_mfu for r in ranks if r.first_mfu is not None}
+    classes: dict[tuple[str, str, str], list[RunCheck]] = {}
+    for c in checks:
+        key = (c.row.model, preset_key(SYSTEMS[c.row.system].gpu), c.row.precision)
+        classes.setdefault(key, []).append(c)
+    out = []
+    for (model, gpu, precision), mine in sorted(classes.items()):
+        offers = [first[c.row.run_id] for c in mine if c.row.run_id in first]
+        if not offers:
+            continue
+        best = max(mine, key=lambda c: c.published_mfu)
+        out.append(MfuCeiling(model, gpu, precision, len(mine), best.published_mfu,
+                              best.row.run_id, max(offers)))  # fmt: skip
+    return out
+
+
+@typed
+def ceiling_table(rows: list[MfuCeiling]) -> str:
+    """The :func:`mfu_ceiling` rows as a MyST table."""
+    lines = ["| Model | GPU | Precision | Runs | Best published MFU (run) | Ranker's first row "
+             "| Ratio |", "| --- | --- | --- | ---: | --- | ---: | ---: |"]  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"| {r.model} | {r.gpu} | {r.precision.upper()} | {r.runs} | "
+            f"{100 * r.best_published:.1f} % ({r.best_run}) | {100 * r.offered:.1f} % | "
+            f"{r.ratio:.2f} |"
+        )
     return "\n".join(lines)
