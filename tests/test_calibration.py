@@ -21,10 +21,12 @@ from infralens.planner.step import estimate
 from infralens.planner.step_accuracy import held_out_errors
 from infralens.planner.step_validation import check_run, load_runs
 from infralens.sustained import (
+    CHIPS,
     FITTED,
     IDEAL,
     LAUNCH_GAP_SECONDS,
     Sustained,
+    chip,
     from_file,
     kernels_per_layer,
 )
@@ -37,7 +39,9 @@ GPU_FILES = sorted((ROOT / "tests" / "data" / "gpu").glob("cal-*.json"))
 
 def test_the_shipped_shares_are_what_the_fit_gives_on_the_shipped_runs() -> None:
     s = fit(RUNS)
-    assert (s.ampere, s.hopper) == (FITTED.ampere, FITTED.hopper)
+    assert (s.ampere, s.hopper, s.hopper_500w) == (
+        FITTED.ampere, FITTED.hopper, FITTED.hopper_500w,
+    )  # fmt: skip
     assert FITTED.kernel_seconds == LAUNCH_GAP_SECONDS
 
 
@@ -45,17 +49,17 @@ def test_each_share_is_the_least_absolute_log_error_of_its_chip() -> None:
     # Moving a share one step either way makes its chip's runs fit worse.
     import math
 
-    def loss(s: Sustained, arch: str) -> float:
-        from infralens.hardware import SYSTEMS
+    from infralens.hardware import SYSTEMS, preset_key
 
-        mine = [r for r in RUNS if (SYSTEMS[r.system].gpu.arch == "ampere") == (arch == "ampere")]
+    def loss(s: Sustained, kind: str) -> float:
+        mine = [r for r in RUNS if chip(preset_key(SYSTEMS[r.system].gpu)) == kind]
         return sum(abs(math.log1p(check_run(r, s).error)) for r in mine)
 
-    for arch, field in (("ampere", "ampere"), ("hopper", "hopper")):
-        best = loss(FITTED, arch)
+    for kind in CHIPS:
+        best = loss(FITTED, kind)
         for step in (-0.01, 0.01):
-            moved = replace(FITTED, **{field: getattr(FITTED, field) + step})
-            assert loss(moved, arch) > best
+            moved = replace(FITTED, **{kind: getattr(FITTED, kind) + step})
+            assert loss(moved, kind) > best
 
 
 def test_out_of_sample_refits_without_the_held_out_source() -> None:
@@ -90,7 +94,7 @@ def test_the_shares_slow_only_tensor_core_work() -> None:
     assert slow.breakdown.compute > fast.breakdown.compute
     # the optimizer's HBM traffic is not tensor-core work
     assert slow.breakdown.optimizer == fast.breakdown.optimizer
-    # at the ideal rates the step is the one the shares divide: compute scales by 1/share
+    # the element-wise kernels are not divided: compute grows by less than 1 / share
     assert slow.breakdown.compute < fast.breakdown.compute / FITTED.hopper
 
 
@@ -112,13 +116,13 @@ def test_the_launch_gap_paces_only_a_layer_that_runs_shorter_than_its_launches()
 
 def test_bad_sustained_values_are_refused() -> None:
     with pytest.raises(ValueError, match="hopper must be in"):
-        Sustained(0.7, 1.2, kernel_seconds=0.0)
-    with pytest.raises(ValueError, match="kernel_seconds must be finite"):
-        Sustained(0.7, 0.7, kernel_seconds=float("nan"))
-    with pytest.raises(TypeError, match="ampere must be a number"):
-        Sustained("0.7", 0.7, kernel_seconds=0.0)  # type: ignore[arg-type]
+        Sustained(0.7, 1.2, 0.6, kernel_seconds=0.0)
+    with pytest.raises(ValueError, match="kernel_seconds must be a number"):
+        Sustained(0.7, 0.7, 0.6, kernel_seconds=float("nan"))
+    with pytest.raises(TypeError, match="ampere must be a float"):
+        Sustained("0.7", 0.7, 0.6, kernel_seconds=0.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="gpu must name"):
-        Sustained(0.7, 0.7, kernel_seconds=0.0, bf16_flops=1e15)
+        Sustained(0.7, 0.7, 0.6, kernel_seconds=0.0, bf16_flops=1e15)
 
 
 def test_the_shipped_gpu_files_read_and_name_their_gpu_and_versions() -> None:

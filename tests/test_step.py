@@ -193,13 +193,18 @@ def test_a_gpu_that_is_no_preset_is_refused_by_name() -> None:
 
 def test_the_500w_hbm2e_h100_differs_from_the_sxm_only_in_its_hbm() -> None:
     # Its matmul and attention ceilings stand in from the 700 W SXM part (an upper bound),
-    # so a GEMM-only difference would be a bug; what changes is every HBM-bound term.
+    # so with the same sustained share a GEMM-only difference would be a bug; what changes
+    # is every HBM-bound term. Its own share, fitted for a board held to 500 W, is lower.
     kw = dict(seq_len=8192, global_batch_size=16, micro_batch_size=2, zero_stage=3,
               elementwise="eager")  # fmt: skip
+    same = replace(FITTED, hopper_500w=FITTED.hopper)
     sxm = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "dgx-h100"), **kw),
                    check_memory=False)  # fmt: skip
-    hbm2e = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"), **kw),
-                     check_memory=False)  # fmt: skip
+    hbm2e = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"),
+                         sustained=same, **kw), check_memory=False)  # fmt: skip
+    held = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"), **kw),
+                    check_memory=False)  # fmt: skip
+    assert FITTED.hopper_500w < FITTED.hopper and held.seconds > hbm2e.seconds
     assert matmul_ceiling("h100-hbm2e-96gb") == MAMF_BF16["h100-sxm5-80gb"]
     assert "h100-hbm2e-96gb" not in MAMF_BF16  # no measurement is claimed for it
     slower = hbm2e.breakdown.compute - sxm.breakdown.compute
@@ -359,7 +364,7 @@ def test_accuracy_goal_out_of_sample(precision: str) -> None:
 
 def test_a_source_never_grades_a_constant_it_helped_fit() -> None:
     checks = [check_run(r) for r in RUNS]
-    # nothing fitted: out of sample is in sample
+    # no refit (uncalibrated): out of sample is in sample
     assert held_out_errors(checks, uncalibrated) == {c.row.run_id: c.error for c in checks}
     # a shared factor fitted without a source moves that source's errors, and only
     # by what the other sources' median says
@@ -370,11 +375,3 @@ def test_a_source_never_grades_a_constant_it_helped_fit() -> None:
         for c in checks:
             if c.row.family == family and shared is not None:
                 assert held[c.row.run_id] == pytest.approx((1 + c.error) / shared - 1)
-    # and every source's errors move: none is graded by the factor it helped choose
-    shared_all = sorted(1 + c.error for c in checks)[len(checks) // 2]
-    inside = {c.row.run_id: (1 + c.error) / shared_all - 1 for c in checks}
-    for family in {c.row.family for c in checks}:
-        assert any(held[c.row.run_id] != inside[c.row.run_id] for c in checks
-                   if c.row.family == family)  # fmt: skip
-
-

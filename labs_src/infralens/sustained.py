@@ -1,23 +1,21 @@
 """What a GPU sustains inside a training step, beside what its kernels reach alone.
 
 The step model prices a layer's GEMMs at the GPU's measured matmul ceiling
-(:func:`infralens.hardware.matmul_ceiling`, large square GEMMs timed alone) times
-the share of tile slots the layer's own shapes fill
-(:func:`infralens.layer_gemms.shape_efficiency`), and attention at its kernel's
-published rate. Inside a real step two things the datasheet and those isolated
-measurements do not give change that:
+(:func:`infralens.hardware.matmul_ceiling`: large square GEMMs timed alone) and
+attention at its kernel's published rate. Inside a real step two things that
+neither the datasheet nor those isolated measurements give change that:
 
-- the clocks a board holds under sustained load, the SMs and HBM bandwidth that
-  NCCL's kernels take while they overlap, L2 shared with them: the share of the
-  isolated tensor-core rates (GEMMs and attention) that a step sustains. It differs
-  by chip (a 700 W Hopper board holds its clocks less well under a long GEMM stream
-  than a 400 W Ampere one, and its ceiling was measured further above what the
-  step feeds it), so there are two: :attr:`Sustained.ampere` and
-  :attr:`Sustained.hopper`, the latter for Hopper's BF16 and FP8 work alike. No
-  source gives them, so they are *calibrated*: fitted by
-  :func:`infralens.planner.calibration.fit` on the shipped published runs
-  (``tests/data/training_runs.csv``) and shipped here, and a test refits them and
-  requires the same values. Blackwell has no run in the data and takes Hopper's;
+- the clocks a board holds under a long stream of tensor-core work, the SMs and HBM
+  bandwidth that NCCL's kernels take while they overlap, and the L2 they share: the
+  *share* of the isolated rates (GEMMs and attention) that a step sustains. No source
+  gives it, so it is *calibrated*: fitted by :func:`infralens.planner.calibration.fit`
+  on the shipped published runs (``tests/data/training_runs.csv``) and shipped here,
+  and a test refits it and requires the same values. There are three, one per kind of
+  board in the data (:func:`chip`): :attr:`Sustained.ampere` (A100 at 400 W),
+  :attr:`Sustained.hopper` (H100 and H200 at 700 W, BF16 and FP8 alike) and
+  :attr:`Sustained.hopper_500w` (the H100 that torchtitan's benchmarks held to 500 W,
+  :data:`POWER_LIMITED`), since a board held below its rated power runs lower clocks
+  under load. Blackwell has no run in the data and takes Hopper's;
 - the CPU's launch gap: PyTorch with no CUDA graphs issues one kernel every
   :attr:`Sustained.kernel_seconds`, so a layer whose kernels run shorter than that
   waits on its launches. The gap is measured (:data:`LAUNCH_GAP_SECONDS`), not fitted.
@@ -26,14 +24,16 @@ A measured calibration file (``labs_src/demos/calibrate_gpu.py``) replaces the
 published ceilings and the launch gap with what one GPU measured for one plan
 (:func:`from_file`)::
 
-    GEMM seconds = FLOPs / (ceiling · shape efficiency · share(chip))
+    GEMM seconds = FLOPs / (ceiling · share[chip(gpu)])
     layer        = max(GEMMs + attention + element-wise, kernels · kernel_seconds)
 
->>> FITTED.share("ampere") > FITTED.share("hopper"), FITTED.kernel_seconds > 0
-(True, True)
+>>> chip("a100-sxm4-80gb"), chip("h100-hbm2e-96gb"), chip("h200-sxm-141gb")
+('ampere', 'hopper_500w', 'hopper')
+>>> FITTED.share("h100-hbm2e-96gb") < FITTED.share("h100-sxm5-80gb")
+True
 >>> kernels_per_layer("fused", "none"), kernels_per_layer("eager", "full")
 (33, 124)
->>> Sustained(ampere=1.5, hopper=0.5, kernel_seconds=0.0)
+>>> Sustained(ampere=1.5, hopper=0.5, hopper_500w=0.5, kernel_seconds=0.0)
 Traceback (most recent call last):
 ...
 ValueError: ampere must be in (0, 1], got 1.5
@@ -52,14 +52,37 @@ from infralens._validate import check_choice, describe
 from infralens.hardware import GPUS
 
 __all__ = [
+    "CHIPS",
     "FITTED",
     "FORWARD_KERNELS",
     "IDEAL",
     "LAUNCH_GAP_SECONDS",
+    "POWER_LIMITED",
     "Sustained",
+    "chip",
     "from_file",
     "kernels_per_layer",
 ]
+
+CHIPS = ("ampere", "hopper", "hopper_500w")
+"""The kinds of board a share is fitted for: :class:`Sustained`'s share fields."""
+
+POWER_LIMITED: dict[str, int] = {"h100-hbm2e-96gb": 500}
+"""Board power in watts of the presets whose published runs held them below their
+rating: torchtitan's H100 benchmarks ran their HBM2e H100s at the default 500 W
+limit (benchmarks/llama3_h100_202412_torchtitan.md at b5bcd76), not the SXM part's
+700 W."""
+
+
+@typed
+def chip(gpu: str) -> str:
+    """Which share applies to preset *gpu*: ``"ampere"``, ``"hopper_500w"`` for a board in
+    :data:`POWER_LIMITED`, else ``"hopper"`` (Blackwell included, for want of runs)."""
+    key = check_choice("gpu", gpu, tuple(GPUS))
+    if GPUS[key].arch == "ampere":
+        return "ampere"
+    return "hopper_500w" if key in POWER_LIMITED else "hopper"
+
 
 FORWARD_KERNELS: dict[str, int] = {
     # Megatron-Core's fused layer: two fused norms, QKV, fused rotary, attention, the
@@ -76,13 +99,14 @@ FORWARD_KERNELS: dict[str, int] = {
 
 @dataclass(frozen=True)
 class Sustained:
-    """The rates a step sustains: the shares *ampere* and *hopper* of the isolated
-    rates, *kernel_seconds* between launches, and optionally GEMM rates in FLOP/s
-    measured on the *gpu* preset, which replace its published BF16 and FP8 ceilings
-    (a step on another GPU refuses them)."""
+    """The rates a step sustains: the shares *ampere*, *hopper* and *hopper_500w* of the
+    isolated rates (:func:`chip` says which applies), *kernel_seconds* between
+    launches, and optionally GEMM rates in FLOP/s measured on the *gpu* preset, which
+    replace its published BF16 and FP8 ceilings (a step on another GPU refuses them)."""
 
     ampere: float
     hopper: float
+    hopper_500w: float
     kernel_seconds: float
     bf16_flops: float | None = None
     fp8_flops: float | None = None
@@ -91,7 +115,7 @@ class Sustained:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        for name in ("ampere", "hopper"):
+        for name in CHIPS:
             v = getattr(self, name)
             if not 0 < v <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {describe(v)}")
@@ -106,9 +130,9 @@ class Sustained:
                 "gpu must name the preset the measured rates were taken on"
             )
 
-    def share(self, arch: str) -> float:
-        """The share of the isolated rates that work on an *arch* GPU sustains."""
-        return self.ampere if arch == "ampere" else self.hopper
+    def share(self, gpu: str) -> float:
+        """The share of the isolated rates that work on preset *gpu* sustains."""
+        return float(getattr(self, chip(gpu)))
 
 
 LAUNCH_GAP_SECONDS = 9.7e-6
@@ -116,17 +140,18 @@ LAUNCH_GAP_SECONDS = 9.7e-6
 runs of ``labs_src/demos/calibrate_gpu.py`` on an NVIDIA H200 (driver 580.159.04,
 CUDA 13.0, torch 2.11.0+cu130) whose files ``tests/data/gpu/`` ships (7.1 to 10.1 µs)."""
 
-IDEAL = Sustained(1.0, 1.0, kernel_seconds=0.0, source="isolated kernel rates")
+IDEAL = Sustained(1.0, 1.0, 1.0, kernel_seconds=0.0, source="isolated kernel rates")
 """Kernels at their isolated rates, launched for free: the model before calibration."""
 
 FITTED = Sustained(
     ampere=0.72,
-    hopper=0.62,
+    hopper=0.70,
+    hopper_500w=0.615,
     kernel_seconds=LAUNCH_GAP_SECONDS,
     source="shares fitted on tests/data/training_runs.csv by "
     "infralens.planner.calibration.fit; launch gap measured",
 )
-"""The two sustained shares fitted on every shipped published run, and the measured
+"""The three sustained shares fitted on every shipped published run, and the measured
 launch gap (see the module text)."""
 
 
@@ -161,7 +186,7 @@ def from_file(path: str | Path) -> Sustained:
         rates = data["plan_gemm_flops_per_s"]
         v = data["versions"]
         return Sustained(
-            FITTED.ampere, FITTED.hopper,
+            FITTED.ampere, FITTED.hopper, FITTED.hopper_500w,
             kernel_seconds=float(data["launch_seconds"]),
             bf16_flops=float(rates["bf16"]),
             fp8_flops=float(rates["fp8"]) if "fp8" in rates else None,

@@ -96,7 +96,7 @@ def microbatch_compute(
         )  # fmt: skip
     attn = attention_seconds(m, seq_len=seq_len, tokens=tokens / shards, gpu=gpu_key,
                              recompute=recompute, kernel=kernel)  # fmt: skip
-    attn /= sustained.share(GPUS[gpu_key].arch)
+    attn /= sustained.share(gpu_key)
     moved = elementwise_bytes(
         m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len, kernels=elementwise,
         recompute=recompute, tp=tp, sequence_parallel=sequence_parallel and tp > 1,
@@ -119,7 +119,7 @@ def microbatch_compute(
 def gemm_rate(sustained: Sustained, gpu_key: str, *, fp8: bool = False) -> float:
     """FLOP/s the GEMMs of a step sustain on one GPU.
 
-    rate = (measured plan rate or matmul ceiling) · share of the GPU's chip
+    rate = (measured plan rate or matmul ceiling) · share of the GPU's board
 
     The ceiling is :func:`infralens.hardware.matmul_ceiling`'s; a *sustained* that
     carries a rate measured for the plan's own GEMM shapes uses it instead. No tile or
@@ -130,7 +130,7 @@ def gemm_rate(sustained: Sustained, gpu_key: str, *, fp8: bool = False) -> float
     measured = sustained.fp8_flops if fp8 else sustained.bf16_flops
     if measured is None:
         measured = matmul_ceiling(gpu_key, "fp8" if fp8 else "bf16")
-    return measured * sustained.share(GPUS[gpu_key].arch)
+    return measured * sustained.share(gpu_key)
 
 
 def stage_compute(

@@ -1,32 +1,33 @@
-"""Fit the step model's two calibrated constants, the sustained shares, from published runs.
+"""Fit the step model's three calibrated constants, the sustained shares, from published runs.
 
 :class:`infralens.sustained.Sustained` holds the quantities no datasheet or isolated
 kernel measurement gives: the share of the isolated tensor-core rates (the measured
-matmul ceiling, the attention kernels' rates) that a training step sustains, on
-Ampere and on Hopper. :func:`fit` chooses each so that the
-model's tokens per second per GPU match the runs it governs in the least absolute
-log error::
+matmul ceiling, the attention kernels' rates) that a training step sustains, one for
+each kind of board in the data (:func:`infralens.sustained.chip`: A100, Hopper at
+700 W, Hopper held to 500 W). :func:`fit` chooses each on the runs of its board alone,
+so that the model's tokens per second per GPU match theirs in the least absolute log
+error::
 
     share = argmin over f of  Σ |log(predicted_i(f) / published_i)|
 
-Ampere's share is fitted on the A100 runs, Hopper's on the H100 and H200 runs, BF16
-and FP8 together: a separate FP8 share fitted on the two sources that publish FP8
-runs would grade itself on one when the other is held out. Each row's prediction
-is the whole step model (:func:`infralens.planner.step_validation.check_run`), so a
-share moves only the GEMMs and attention; communication, bubbles, element-wise
-kernels and the optimizer keep their own prices, and the launch gap stays the
-measured one. The absolute error, unlike the squared, lets no single run with a
-mechanism the model lacks pull a constant. Each share is one value for every run
-it governs, never a factor per run or per source; :func:`refit` is the same fit as a
+BF16 and FP8 runs share their board's value: a separate FP8 share, fitted on the two
+sources that publish FP8 runs, would be graded on one source while fitted on the
+other. Each row's prediction is the whole step model
+(:func:`infralens.planner.step_validation.check_run`), so a share moves only the
+GEMMs and attention; communication, bubbles, element-wise kernels and the optimizer
+keep their own prices, and the launch gap stays the measured one. The absolute
+error, unlike the squared, lets no single run with a mechanism the model lacks pull
+a constant. Each share is one value for every run of its board, never a factor per
+run or per source; :func:`refit` is the same fit as a
 :data:`infralens.planner.step_accuracy.Calibration`, so that leave-one-source-out
-accuracy refits on the other sources only. A set of runs with none on one chip
-gives that chip the other's share.
+accuracy refits on the other sources only. A board with no run among those given
+takes the 700 W Hopper's share.
 
 >>> from infralens.planner.step_validation import load_runs
 >>> rows = load_runs("tests/data/training_runs.csv")
 >>> s = fit(rows)                          # what infralens.sustained.FITTED ships
->>> s.ampere, s.hopper
-(0.72, 0.62)
+>>> s.ampere, s.hopper, s.hopper_500w
+(0.72, 0.7, 0.615)
 >>> fit(rows[:1])
 Traceback (most recent call last):
 ...
@@ -42,9 +43,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from infralens._typecheck import typed
-from infralens.hardware import SYSTEMS
+from infralens.hardware import SYSTEMS, preset_key
 from infralens.planner.step_validation import RunCheck, TrainingRun, check_run
-from infralens.sustained import LAUNCH_GAP_SECONDS, Sustained
+from infralens.sustained import CHIPS, LAUNCH_GAP_SECONDS, Sustained, chip
 
 __all__ = ["fit", "folds_table", "measurement_table", "refit"]
 
@@ -74,15 +75,19 @@ def _search(
 
 
 @lru_cache(maxsize=64)
-def _fit(rows: tuple[TrainingRun, ...]) -> tuple[float, float]:
-    def shares(ampere: float, hopper: float) -> Sustained:
-        return Sustained(ampere, hopper, kernel_seconds=LAUNCH_GAP_SECONDS)
+def _fit(rows: tuple[TrainingRun, ...]) -> tuple[float, ...]:
+    kinds = {name: tuple(r for r in rows if chip(preset_key(SYSTEMS[r.system].gpu)) == name)
+             for name in CHIPS}  # fmt: skip
 
-    a100 = tuple(r for r in rows if SYSTEMS[r.system].gpu.arch == "ampere")
-    rest = tuple(r for r in rows if SYSTEMS[r.system].gpu.arch != "ampere")
-    ampere = _search(a100, lambda f: shares(f, f)) if a100 else None
-    hopper = _search(rest, lambda f: shares(f, f)) if rest else None
-    return (ampere or hopper or 1.0), (hopper or ampere or 1.0)
+    def only(
+        value: float,
+    ) -> Sustained:  # every board's share the same: each row sees one
+        return Sustained(value, value, value, kernel_seconds=LAUNCH_GAP_SECONDS)
+
+    found = {name: _search(mine, only) for name, mine in kinds.items() if mine}
+    # A board with no run takes the 700 W Hopper's share, or any fitted one.
+    fallback = found.get("hopper", next(iter(found.values()), 1.0))
+    return tuple(found.get(name, fallback) for name in CHIPS)
 
 
 @typed
@@ -94,9 +99,9 @@ def fit(rows: Sequence[TrainingRun]) -> Sustained:
     """
     if len(rows) < 2:
         raise ValueError(f"rows must hold at least two runs, got {len(rows)}")
-    ampere, hopper = _fit(tuple(rows))
+    ampere, hopper, hopper_500w = _fit(tuple(rows))
     return Sustained(
-        ampere, hopper, kernel_seconds=LAUNCH_GAP_SECONDS,
+        ampere, hopper, hopper_500w, kernel_seconds=LAUNCH_GAP_SECONDS,
         source=f"shares fitted on {len(rows)} published runs",
     )  # fmt: skip
 
@@ -112,14 +117,16 @@ def refit(train: Sequence[RunCheck]) -> Callable[[RunCheck], float]:
 def folds_table(rows: Sequence[TrainingRun]) -> str:
     """Markdown: the shares fitted on every run, and on every source but one."""
     lines = [
-        "| fitted on | A100 runs | Hopper runs | Ampere share | Hopper share |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| fitted on | runs: A100, Hopper, Hopper 500 W | A100 | Hopper | Hopper 500 W |",
+        "| --- | --- | ---: | ---: | ---: |",
     ]
 
     def line(name: str, subset: Sequence[TrainingRun]) -> str:
         s = fit(subset)
-        a100 = sum(SYSTEMS[r.system].gpu.arch == "ampere" for r in subset)
-        return f"| {name} | {a100} | {len(subset) - a100} | {s.ampere:.3f} | {s.hopper:.3f} |"
+        kinds = [chip(preset_key(SYSTEMS[r.system].gpu)) for r in subset]
+        counts = ", ".join(str(kinds.count(k)) for k in CHIPS)
+        return (f"| {name} | {counts} | {s.ampere:.3f} | {s.hopper:.3f} "
+                f"| {s.hopper_500w:.3f} |")  # fmt: skip
 
     lines.append(line("every source (shipped)", rows))
     for family in sorted({r.family for r in rows}):

@@ -277,8 +277,8 @@ def rank_plans(
 
 
 BAND: dict[str, tuple[float, float]] = {
-    "bf16": (-0.060, 0.128),
-    "fp8": (-0.099, 0.179),
+    "bf16": (-0.050, 0.140),
+    "fp8": (-0.050, 0.179),
 }
 """The step model's out-of-sample error quartiles (e25, e75), by the recipe's precision.
 
@@ -419,8 +419,7 @@ def _model_lines(job: Job) -> list[str]:
                            gated_mlp=m.gated_mlp)  # fmt: skip
     if rebuilt != m:
         raise ValueError(
-            "plan_yaml writes a preset model or one its shape keys give; the job's model "
-            "is neither"
+            "plan_yaml writes a preset model or one its shape keys give; the job's model is neither"
         )
     shape = (("num_params", m.num_params()), ("layers", m.layers), ("hidden", m.hidden),
              ("heads", m.heads), ("kv_heads", m.kv_heads), ("ffn_hidden", m.ffn_hidden),
