@@ -213,3 +213,19 @@ def test_the_demo_writes_a_file_estimate_takes(tmp_path: Path) -> None:
     d = json.loads(out.read_text())
     assert [g["gemm"] for g in d["gemms"]][:3] == ["qkv", "qkv.dgrad", "qkv.wgrad"]
     assert d["attention"]["heads"] == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="A100 GPT shapes are published only with 2021 full recomputation, and "
+    "Megatron-LM's CI model and torchtitan's 70B FP8 run sit lower: see validation.md",
+)
+def test_no_ranked_first_row_offers_a_tenth_past_the_best_published_mfu() -> None:
+    from infralens.planner.published_rank import mfu_ceiling, published_rank
+
+    checks = [check_run(r) for r in RUNS]
+    ceilings = mfu_ceiling(checks, [published_rank(r) for r in RUNS])
+    assert len(ceilings) >= 15
+    assert all(c.ratio <= 1.10 for c in ceilings), [
+        (c.model, c.gpu, round(c.ratio, 2)) for c in ceilings if c.ratio > 1.10
+    ]

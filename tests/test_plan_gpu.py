@@ -25,7 +25,7 @@ def _written_row(
     assert main(["rank", *ARGS, "--cluster", cluster, "--write-plan", "1", str(path)]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("| 1 |"))  # fmt: skip
-    return path, float(row.split(" | ")[12])
+    return path, float(row.split(" | ")[13])
 
 
 def _verdicts(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:

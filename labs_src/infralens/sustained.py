@@ -11,13 +11,13 @@ neither the datasheet nor those isolated measurements give change that:
   gives it, so it is *calibrated*: fitted by :func:`infralens.planner.calibration.fit`
   on the shipped published runs (``tests/data/training_runs.csv``) and shipped here,
   and a test refits it and requires the same values. There are three, one per kind of
-  board in the data (:func:`chip`): :attr:`Sustained.ampere` (A100 at 400 W),
-  :attr:`Sustained.hopper` (H100 and H200 at 700 W, BF16 and FP8 alike) and
-  :attr:`Sustained.hopper_500w` (the H100 that torchtitan's benchmarks held to 500 W,
+  board in the data (:func:`chip`): ``ampere`` (A100 at 400 W),
+  ``hopper`` (H100 and H200 at 700 W, BF16 and FP8 alike) and
+  ``hopper_500w`` (the H100 that torchtitan's benchmarks held to 500 W,
   :data:`POWER_LIMITED`), since a board held below its rated power runs lower clocks
   under load. Blackwell has no run in the data and takes Hopper's;
 - the CPU's launch gap: PyTorch with no CUDA graphs issues one kernel every
-  :attr:`Sustained.kernel_seconds`, so a layer whose kernels run shorter than that
+  ``kernel_seconds``, so a layer whose kernels run shorter than that
   waits on its launches. The gap is measured (:data:`LAUNCH_GAP_SECONDS`), not fitted.
 
 A measured calibration file (``labs_src/demos/calibrate_gpu.py``) replaces the

@@ -19,7 +19,7 @@ keep their own prices, and the launch gap stays the measured one. The absolute
 error, unlike the squared, lets no single run with a mechanism the model lacks pull
 a constant. Each share is one value for every run of its board, never a factor per
 run or per source; :func:`refit` is the same fit as a
-:data:`infralens.planner.step_accuracy.Calibration`, so that leave-one-source-out
+calibration for :mod:`infralens.planner.step_accuracy`, so that leave-one-source-out
 accuracy refits on the other sources only. A board with no run among those given
 takes the 700 W Hopper's share.
 
@@ -158,13 +158,12 @@ def measurement_table(paths: Sequence[Path]) -> str:
         eager = flops / sum(g["bf16_eager_seconds"] for g in d["gemms"])
         rates = d["plan_gemm_flops_per_s"]
         fp8 = f"{rates['fp8'] / 1e12:,.0f}" if "fp8" in rates else "–"
+        # a shape spec is named by its file: cal-gpt3.6b-... -> gpt3.6b
         model = (
-            p["model"]
-            if "=" not in p["model"]
-            else "shape " + Path(path).stem.split("-")[1]
+            p["model"] if "=" not in p["model"] else Path(path).stem.split("-")[1]
         )
         lines.append(
-            f"| {model}, {p['seq_len']} tokens × {p['micro_batch']}, tp {p['tp']} "
+            f"| {model}, {p['micro_batch']} × {p['seq_len']}, tp {p['tp']} "
             f"| {rates['bf16'] / 1e12:,.0f} | {eager / 1e12:,.0f} | {fp8} "
             f"| {d['square_gemm']['bf16_flops_per_s'] / 1e12:,.0f} "
             f"| {a['forward_flops_per_s'] / 1e12:,.0f} | {a['backward_flops_per_s'] / 1e12:,.0f} "
