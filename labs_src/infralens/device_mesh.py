@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from math import prod
 
 from infralens._typecheck import typed
-from infralens._validate import describe, nonnegative_int, positive_int, rank_in
+from infralens._validate import (
+    describe,
+    nonnegative_int,
+    positive_int,
+    rank_in,
+    ranks_cap,
+)
 from infralens.plan import ParallelPlan
 from infralens.sharding import chunk_size
 from infralens.topology import Cluster
@@ -76,11 +82,12 @@ def mesh_groups(mesh_shape: Sequence[int], dim: int) -> list[list[int]]:
     ...
     ValueError: dim must be in range(0, 2), got 2
 
-    Raises ``ValueError`` for a size below 1, more than four dimensions, or
-    *dim* outside ``range(len(mesh_shape))``.
+    Raises ``ValueError`` for a size below 1, more than four dimensions, more
+    than 2**17 ranks in all, or *dim* outside ``range(len(mesh_shape))``.
     """
     dims = _mesh(mesh_shape)
     d = rank_in("dim", dim, len(dims))
+    ranks_cap("mesh_shape's product", prod(dims))  # every rank is listed
     axes = _AXES[: len(dims)][::-1]  # axes[k] is mesh dimension k
     degrees: dict[str, int] = dict(zip(axes, dims, strict=True))
     plan = ParallelPlan(

@@ -423,7 +423,7 @@ def model_from(model: str, seq_len: int) -> TransformerConfig:
     ...
     ValueError: model must be one of 'gpt3-175b', 'llama2-7b', 'llama2-13b', \
 'llama2-70b', 'llama3-8b', 'llama3-70b', 'llama3.1-405b', or a shape \
-layers=..,hidden=..,heads=..,vocab_size=..; got 'llama9'
+layers=..,hidden=..; got 'llama9'
     """
     if "=" in model:
         return parse_shape(model, seq_len)
@@ -431,6 +431,6 @@ layers=..,hidden=..,heads=..,vocab_size=..; got 'llama9'
         names = ", ".join(repr(k) for k in PRESETS)
         raise ValueError(
             f"model must be one of {names}, or a shape "
-            f"layers=..,hidden=..,heads=..,vocab_size=..; got {describe(model, 16)}"
+            f"layers=..,hidden=..; got {describe(model, 16)}"
         )
     return PRESETS[model]

@@ -69,11 +69,12 @@ def microbatch_compute(
     The weight GEMMs run at :func:`gemm_rate`, attention at its kernel's rate (its
     own traffic included) times the *sustained* share, element-wise kernels
     (norms, activations, residuals) move :func:`infralens.elementwise.elementwise_bytes`
-    at HBM bandwidth, fused or *elementwise* ``"eager"``; when the layer's kernels,
+    at HBM bandwidth, fused or *elementwise* ``"eager"``; when a layer's kernels,
     each launched *sustained* per-kernel seconds after the last, take longer to launch
-    than to run, the launches set the time. With an FP8 *scaling* the blocks' GEMMs run at the
-    FP8 rate and their quantisation kernels (:func:`infralens.fp8.quantize_bytes`)
-    join the element-wise bytes.
+    than to run, the launches set the time (:func:`launch_paced`, which
+    :func:`stage_compute` and :func:`layer_compute` apply per layer). With an FP8
+    *scaling* the blocks' GEMMs run at the FP8 rate and their quantisation kernels
+    (:func:`infralens.fp8.quantize_bytes`) join the element-wise bytes.
     """
     shards = tp * cp * pp
     gemm = (
@@ -105,15 +106,30 @@ def microbatch_compute(
     elementwise_s = (
         (moved + quantize) * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
     )
-    # The CPU launches kernels ahead of the GPU; it sets the pace only when the
-    # kernels run shorter than the launches that feed them.
-    launches = (
-        kernels_per_layer(elementwise, recompute)
-        * m.layers
-        / pp
-        * sustained.kernel_seconds
-    )
-    return max(gemm_s + attn + elementwise_s, launches), attn
+    return gemm_s + attn + elementwise_s, attn
+
+
+def launch_paced(
+    layer: float,
+    attention: float,
+    *,
+    elementwise: str,
+    recompute: str,
+    sustained: Sustained,
+    **_: Any,
+) -> tuple[float, float]:
+    """(compute, attention) of one layer and micro-batch once its launches are counted.
+
+    layer = max(layer, kernels · kernel_seconds);  attention += the difference
+
+    The CPU launches kernels ahead of the GPU; it sets the pace only when a layer's
+    kernels run shorter than the launches that feed them. The GPU then idles between
+    kernels, and that idle time, like attention's, is time a K/V exchange on its own
+    stream can use, so it joins the attention window.
+    """
+    floor = kernels_per_layer(elementwise, recompute) * sustained.kernel_seconds
+    idle = max(0.0, floor - layer)
+    return layer + idle, attention + idle
 
 
 def gemm_rate(sustained: Sustained, gpu_key: str, *, fp8: bool = False) -> float:
@@ -142,8 +158,9 @@ def stage_compute(
 
     *price* is :func:`microbatch_compute`'s keywords but ``pp``: it prices a model of
     n layers on one GPU of a stage (``pp=1``), n · layer + head, head the output layer
-    and the final norm. A price of one layer and of two gives both parts; the last stage
-    is priced whole, so with one stage this is :func:`microbatch_compute`. The first
+    and the final norm. A price of one layer and of two gives both parts, the layer
+    paced by its launches (:func:`launch_paced`); with one stage and a layer that
+    outruns its launches this is :func:`microbatch_compute`. The first
     stage's embedding lookup is a gather with no FLOPs and the loss's softmax is
     memory-bound: neither is counted, as in :func:`infralens.stage_balance.head_cost`.
     """
@@ -154,8 +171,9 @@ def stage_compute(
     one, attention = of(1)
     two = of(2)[0]
     layer, head = two - one, 2 * one - two
+    layer, attention = launch_paced(layer, attention, **price)
     stages = [n * layer for n in split]
-    stages[-1] = of(split[-1])[0] if split[-1] else head
+    stages[-1] += head
     return tuple(stages), attention
 
 
@@ -166,7 +184,7 @@ def layer_compute(
     :func:`stage_compute` adds for each layer of a stage."""
     one = microbatch_compute(replace(m, layers=1), gpu_key, pp=1, **price)
     two = microbatch_compute(replace(m, layers=2), gpu_key, pp=1, **price)
-    return two[0] - one[0], one[1]
+    return launch_paced(two[0] - one[0], one[1], **price)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,12 @@ def fit(rows: Sequence[TrainingRun]) -> Sustained:
 
 @typed
 def refit(train: Sequence[RunCheck]) -> Callable[[RunCheck], float]:
-    """:func:`fit` on *train*'s runs, as a calibration: the error it leaves on any check."""
+    """:func:`fit` on *train*'s runs, as a calibration: the error it leaves on any check.
+
+    Raises ``ValueError`` for fewer than two checks.
+    """
+    if len(train) < 2:
+        raise ValueError(f"train must hold at least two runs, got {len(train)}")
     s = fit([c.row for c in train])
     return lambda c: check_run(c.row, s).error
 
