@@ -170,10 +170,12 @@ def stage_compute(
 
     one, attention = of(1)
     two = of(2)[0]
-    layer, head = two - one, 2 * one - two
-    layer, attention = launch_paced(layer, attention, **price)
+    raw, head = two - one, 2 * one - two
+    layer, attention = launch_paced(raw, attention, **price)
     stages = [n * layer for n in split]
-    stages[-1] += head
+    # the last stage priced whole (exactly the model's price with one stage), plus the
+    # time its layers wait on their launches
+    stages[-1] = of(split[-1])[0] + split[-1] * (layer - raw) if split[-1] else head
     return tuple(stages), attention
 
 
