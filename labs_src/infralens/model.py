@@ -34,6 +34,7 @@ __all__ = [
     "NORMS",
     "PRESETS",
     "SHAPE_SPEC_KEYS",
+    "SIZE_FIELDS",
     "TransformerConfig",
     "llama_ffn_hidden",
     "model_from",
@@ -44,6 +45,10 @@ __all__ = [
 
 NORMS = ("layernorm", "rmsnorm")
 """LayerNorm has a weight and a bias per channel; RMSNorm has only a weight."""
+
+
+SIZE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size")
+"""The :class:`TransformerConfig` sizes that must be positive integers."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +87,7 @@ class TransformerConfig:
     learned_positions: bool = False
 
     def __post_init__(self) -> None:
-        for name in (
-            "layers",
-            "hidden",
-            "heads",
-            "kv_heads",
-            "ffn_hidden",
-            "vocab_size",
-        ):
+        for name in SIZE_FIELDS:
             positive_int(name, getattr(self, name))
         positive_int("seq_len", self.seq_len)
         check_choice("norm", self.norm, NORMS)
@@ -282,15 +280,7 @@ PRESETS: dict[str, TransformerConfig] = {
 """Published models, built from their official configurations (see the lab pages)."""
 
 
-SHAPE_SPEC_KEYS = (
-    "layers",
-    "hidden",
-    "heads",
-    "kv_heads",
-    "ffn_hidden",
-    "vocab_size",
-    "gated_mlp",
-)
+SHAPE_SPEC_KEYS = (*SIZE_FIELDS, "gated_mlp")
 """The keys of a shape spec (:func:`parse_shape`); the first three and ``vocab_size``
 are required."""
 
