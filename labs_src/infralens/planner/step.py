@@ -335,9 +335,9 @@ def _estimate(
     waits = tpc.backward + (passes - 2) * tpc.forward  # backward's blocking TP
 
     # The K/V exchange hides behind attention: Megatron-Core's ring behind every
-    # block's; PyTorch's (pytorch/pytorch f2127db, tensor/experimental/_attention.py:
-    # default rotate method ALL_GATHER, issued before the local block and awaited
-    # after it) behind the local block's alone, 1/cp of it.
+    # block's; PyTorch's (pytorch f2127db, tensor/experimental/_attention.py: its
+    # default rotate method, ALL_GATHER, is issued before the local block and
+    # awaited after it) behind the local block's alone, 1/cp of it.
     behind = attn / (plan.cp if stack == "pytorch" else 1)
 
     def layer(fsdp_traffic: tuple[float, float]) -> tuple[path.Exposed, ...]:
