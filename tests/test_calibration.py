@@ -229,3 +229,11 @@ def test_no_ranked_first_row_offers_a_tenth_past_the_best_published_mfu() -> Non
     assert all(c.ratio <= 1.10 for c in ceilings), [
         (c.model, c.gpu, round(c.ratio, 2)) for c in ceilings if c.ratio > 1.10
     ]
+
+
+def test_the_launch_gap_changes_no_published_run() -> None:
+    # Every published layer outruns its launches, so the measured gap moves no row: the
+    # validation page says so, and a model change that made it bind would show here.
+    free = replace(FITTED, kernel_seconds=0.0)
+    for r in RUNS:
+        assert check_run(r).error == check_run(r, free).error, r.run_id
