@@ -304,6 +304,21 @@ SYSTEMS: dict[str, System] = {
         "InfiniBand NDR",
     ),
     # [end:system-gb200-nvl72]
+    # vTrain's multi-node validation cluster (Bang et al. 2024): 8 A100 per NVSwitch
+    # node, 800 Gb/s of inter-node bandwidth per node (VIA-Research/vTrain f8dda84,
+    # src/config.py: inter_node_bandwidth "in Gbps", 800 in every config of
+    # config/validation/multi); the adapters' split is not given: eight of 100 Gb/s,
+    # one per GPU, so that groups running at once share the node's 800 Gb/s.
+    "vtrain-a100": System(
+        "vTrain A100 cluster",
+        GPUS["a100-sxm4-80gb"],
+        8,
+        8,
+        8,
+        100 * GB,
+        True,
+        "InfiniBand",
+    ),
 }
 """Node designs by key, as :meth:`infralens.topology.Cluster.from_node_shape` takes them."""
 
