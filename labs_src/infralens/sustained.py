@@ -10,12 +10,13 @@ neither the datasheet nor those isolated measurements give change that:
   *share* of the isolated rates (GEMMs and attention) that a step sustains. No source
   gives it, so it is *calibrated*: fitted by :func:`infralens.planner.calibration.fit`
   on the shipped published runs (``tests/data/training_runs.csv``) and shipped here,
-  and a test refits it and requires the same values. There are three, one per kind of
-  board in the data (:func:`chip`): ``ampere`` (A100 at 400 W),
-  ``hopper`` (H100 and H200 at 700 W, BF16 and FP8 alike) and
-  ``hopper_500w`` (the H100 that torchtitan's benchmarks held to 500 W,
-  :data:`POWER_LIMITED`), since a board held below its rated power runs lower clocks
-  under load. Blackwell has no run in the data and takes Hopper's;
+  and a test refits it and requires the same values. There are two, one per
+  generation of board in the data (:func:`chip`): ``ampere`` (A100 at 400 W) and
+  ``hopper`` (H100 and H200, BF16 and FP8 alike). Blackwell has no run in the data and
+  takes Hopper's;
+- a board held below its rated power (:data:`POWER_LIMITED`) holds lower clocks
+  under load. Its share is Hopper's times :func:`clock_share`, the cube root of the
+  power ratio: derived from the power limit the source states, not fitted;
 - the CPU's launch gap: PyTorch with no CUDA graphs issues one kernel every
   ``kernel_seconds``, so a layer whose kernels run shorter than that
   waits on its launches. The gap is measured (:data:`LAUNCH_GAP_SECONDS`), not fitted.
@@ -24,16 +25,16 @@ A measured calibration file (``labs_src/demos/calibrate_gpu.py``) replaces the
 published ceilings and the launch gap with what one GPU measured for one plan
 (:func:`from_file`)::
 
-    GEMM seconds = FLOPs / (ceiling · share[chip(gpu)])
+    GEMM seconds = FLOPs / (ceiling · share[chip(gpu)] · clock_share(gpu))
     layer        = max(GEMMs + attention + element-wise, kernels · kernel_seconds)
 
 >>> chip("a100-sxm4-80gb"), chip("h100-hbm2e-96gb"), chip("h200-sxm-141gb")
-('ampere', 'hopper_500w', 'hopper')
->>> FITTED.share("h100-hbm2e-96gb") < FITTED.share("h100-sxm5-80gb")
-True
+('ampere', 'hopper', 'hopper')
+>>> round(clock_share("h100-hbm2e-96gb"), 3), clock_share("h100-sxm5-80gb")
+(0.894, 1.0)
 >>> kernels_per_layer("fused", "none"), kernels_per_layer("eager", "full")
 (33, 124)
->>> Sustained(ampere=1.5, hopper=0.5, hopper_500w=0.5, kernel_seconds=0.0)
+>>> Sustained(ampere=1.5, hopper=0.5, kernel_seconds=0.0)
 Traceback (most recent call last):
 ...
 ValueError: ampere must be in (0, 1], got 1.5
@@ -60,28 +61,42 @@ __all__ = [
     "POWER_LIMITED",
     "Sustained",
     "chip",
+    "clock_share",
     "from_file",
     "kernels_per_layer",
 ]
 
-CHIPS = ("ampere", "hopper", "hopper_500w")
+CHIPS = ("ampere", "hopper")
 """The kinds of board a share is fitted for: :class:`Sustained`'s share fields."""
 
-POWER_LIMITED: dict[str, int] = {"h100-hbm2e-96gb": 500}
-"""Board power in watts of the presets whose published runs held them below their
-rating: torchtitan's H100 benchmarks ran their HBM2e H100s at the default 500 W
-limit (benchmarks/llama3_h100_202412_torchtitan.md at b5bcd76), not the SXM part's
-700 W."""
+POWER_LIMITED: dict[str, tuple[int, int]] = {"h100-hbm2e-96gb": (500, 700)}
+"""Board power in watts, held and rated, of the presets whose published runs held them
+below their rating: torchtitan's H100 benchmarks ran their HBM2e H100s at the default
+500 W limit (benchmarks/llama3_h100_202412_torchtitan.md at b5bcd76), not the SXM
+part's 700 W."""
 
 
 @typed
 def chip(gpu: str) -> str:
-    """Which share applies to preset *gpu*: ``"ampere"``, ``"hopper_500w"`` for a board in
-    :data:`POWER_LIMITED`, else ``"hopper"`` (Blackwell included, for want of runs)."""
+    """Which share applies to preset *gpu*: ``"ampere"``, else ``"hopper"`` (Blackwell
+    included, for want of runs)."""
     key = check_choice("gpu", gpu, tuple(GPUS))
-    if GPUS[key].arch == "ampere":
-        return "ampere"
-    return "hopper_500w" if key in POWER_LIMITED else "hopper"
+    return "ampere" if GPUS[key].arch == "ampere" else "hopper"
+
+
+@typed
+def clock_share(gpu: str) -> float:
+    """The share of its rated clock preset *gpu* holds under load at its power limit.
+
+    clock_share = (held watts / rated watts) ** (1/3)
+
+    Dynamic power grows as f·V², and the voltage follows the clock, so power grows
+    about as the cube of the clock: an assumption, not a measurement. A board not in
+    :data:`POWER_LIMITED` holds its rated clock, 1.0.
+    """
+    key = check_choice("gpu", gpu, tuple(GPUS))
+    held, rated = POWER_LIMITED.get(key, (1, 1))
+    return float((held / rated) ** (1 / 3))
 
 
 FORWARD_KERNELS: dict[str, int] = {
@@ -99,14 +114,13 @@ FORWARD_KERNELS: dict[str, int] = {
 
 @dataclass(frozen=True)
 class Sustained:
-    """The rates a step sustains: the shares *ampere*, *hopper* and *hopper_500w* of the
-    isolated rates (:func:`chip` says which applies), *kernel_seconds* between
+    """The rates a step sustains: the shares *ampere* and *hopper* of the isolated rates
+    (:func:`chip` says which applies), *kernel_seconds* between
     launches, and optionally GEMM rates in FLOP/s measured on the *gpu* preset, which
     replace its published BF16 and FP8 ceilings (a step on another GPU refuses them)."""
 
     ampere: float
     hopper: float
-    hopper_500w: float
     kernel_seconds: float
     bf16_flops: float | None = None
     fp8_flops: float | None = None
@@ -131,8 +145,9 @@ class Sustained:
             )
 
     def share(self, gpu: str) -> float:
-        """The share of the isolated rates that work on preset *gpu* sustains."""
-        return float(getattr(self, chip(gpu)))
+        """The share of the isolated rates that work on preset *gpu* sustains: its
+        generation's share times :func:`clock_share`."""
+        return float(getattr(self, chip(gpu))) * clock_share(gpu)
 
 
 LAUNCH_GAP_SECONDS = 9.7e-6
@@ -140,18 +155,17 @@ LAUNCH_GAP_SECONDS = 9.7e-6
 runs of ``labs_src/demos/calibrate_gpu.py`` on an NVIDIA H200 (driver 580.159.04,
 CUDA 13.0, torch 2.11.0+cu130) whose files ``tests/data/gpu/`` ships (7.1 to 10.1 µs)."""
 
-IDEAL = Sustained(1.0, 1.0, 1.0, kernel_seconds=0.0, source="isolated kernel rates")
+IDEAL = Sustained(1.0, 1.0, kernel_seconds=0.0, source="isolated kernel rates")
 """Kernels at their isolated rates, launched for free: the model before calibration."""
 
 FITTED = Sustained(
-    ampere=0.72,
-    hopper=0.70,
-    hopper_500w=0.615,
+    ampere=0.725,
+    hopper=0.695,
     kernel_seconds=LAUNCH_GAP_SECONDS,
     source="shares fitted on tests/data/training_runs.csv by "
     "infralens.planner.calibration.fit; launch gap measured",
 )
-"""The three sustained shares fitted on every shipped published run, and the measured
+"""The two sustained shares fitted on every shipped published run, and the measured
 launch gap (see the module text)."""
 
 
@@ -186,7 +200,7 @@ def from_file(path: str | Path) -> Sustained:
         rates = data["plan_gemm_flops_per_s"]
         v = data["versions"]
         return Sustained(
-            FITTED.ampere, FITTED.hopper, FITTED.hopper_500w,
+            FITTED.ampere, FITTED.hopper,
             kernel_seconds=float(data["launch_seconds"]),
             bf16_flops=float(rates["bf16"]),
             fp8_flops=float(rates["fp8"]) if "fp8" in rates else None,

@@ -1,10 +1,12 @@
-"""Fit the step model's three calibrated constants, the sustained shares, from published runs.
+"""Fit the step model's two calibrated constants, the sustained shares, from published runs.
 
 :class:`infralens.sustained.Sustained` holds the quantities no datasheet or isolated
 kernel measurement gives: the share of the isolated tensor-core rates (the measured
 matmul ceiling, the attention kernels' rates) that a training step sustains, one for
-each kind of board in the data (:func:`infralens.sustained.chip`: A100, Hopper at
-700 W, Hopper held to 500 W). :func:`fit` chooses each on the runs of its board alone,
+each generation of board in the data (:func:`infralens.sustained.chip`: A100 and
+Hopper; a board held below its rated power keeps its derived
+:func:`~infralens.sustained.clock_share` of Hopper's). :func:`fit` chooses each on the
+runs of its generation alone,
 so that the model's tokens per second per GPU match theirs in the least absolute log
 error::
 
@@ -20,14 +22,14 @@ error, unlike the squared, lets no single run with a mechanism the model lacks p
 a constant. Each share is one value for every run of its board, never a factor per
 run or per source; :func:`refit` is the same fit as a
 calibration for :mod:`infralens.planner.step_accuracy`, so that leave-one-source-out
-accuracy refits on the other sources only. A board with no run among those given
-takes the 700 W Hopper's share.
+accuracy refits on the other sources only. A generation with no run among those given
+takes Hopper's share.
 
 >>> from infralens.planner.step_validation import load_runs
 >>> rows = load_runs("tests/data/training_runs.csv")
 >>> s = fit(rows)                          # what infralens.sustained.FITTED ships
->>> s.ampere, s.hopper, s.hopper_500w
-(0.72, 0.7, 0.615)
+>>> s.ampere, s.hopper
+(0.72, 0.7)
 >>> fit(rows[:1])
 Traceback (most recent call last):
 ...
@@ -82,10 +84,10 @@ def _fit(rows: tuple[TrainingRun, ...]) -> tuple[float, ...]:
     def only(
         value: float,
     ) -> Sustained:  # every board's share the same: each row sees one
-        return Sustained(value, value, value, kernel_seconds=LAUNCH_GAP_SECONDS)
+        return Sustained(value, value, kernel_seconds=LAUNCH_GAP_SECONDS)
 
     found = {name: _search(mine, only) for name, mine in kinds.items() if mine}
-    # A board with no run takes the 700 W Hopper's share, or any fitted one.
+    # A board with no run takes Hopper's share, or any fitted one.
     fallback = found.get("hopper", next(iter(found.values()), 1.0))
     return tuple(found.get(name, fallback) for name in CHIPS)
 
@@ -99,9 +101,9 @@ def fit(rows: Sequence[TrainingRun]) -> Sustained:
     """
     if len(rows) < 2:
         raise ValueError(f"rows must hold at least two runs, got {len(rows)}")
-    ampere, hopper, hopper_500w = _fit(tuple(rows))
+    ampere, hopper = _fit(tuple(rows))
     return Sustained(
-        ampere, hopper, hopper_500w, kernel_seconds=LAUNCH_GAP_SECONDS,
+        ampere, hopper, kernel_seconds=LAUNCH_GAP_SECONDS,
         source=f"shares fitted on {len(rows)} published runs",
     )  # fmt: skip
 
@@ -122,16 +124,15 @@ def refit(train: Sequence[RunCheck]) -> Callable[[RunCheck], float]:
 def folds_table(rows: Sequence[TrainingRun]) -> str:
     """Markdown: the shares fitted on every run, and on every source but one."""
     lines = [
-        "| fitted on | runs: A100, Hopper, Hopper 500 W | A100 | Hopper | Hopper 500 W |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| fitted on | runs: A100, Hopper | A100 | Hopper |",
+        "| --- | --- | ---: | ---: |",
     ]
 
     def line(name: str, subset: Sequence[TrainingRun]) -> str:
         s = fit(subset)
         kinds = [chip(preset_key(SYSTEMS[r.system].gpu)) for r in subset]
         counts = ", ".join(str(kinds.count(k)) for k in CHIPS)
-        return (f"| {name} | {counts} | {s.ampere:.3f} | {s.hopper:.3f} "
-                f"| {s.hopper_500w:.3f} |")  # fmt: skip
+        return f"| {name} | {counts} | {s.ampere:.3f} | {s.hopper:.3f} |"
 
     lines.append(line("every source (shipped)", rows))
     for family in sorted({r.family for r in rows}):
