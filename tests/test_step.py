@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from dataclasses import replace
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
@@ -25,7 +26,7 @@ from infralens.megatron_formulas import megatron_flops_per_iteration
 from infralens.model import PRESETS, TransformerConfig
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan
-from infralens.planner._step_terms import column_gemms
+from infralens.planner._step_terms import column_gemms, row_gemms
 from infralens.planner.calibration import refit
 from infralens.planner.fit import _gpu_memory
 from infralens.planner.job import Job
@@ -37,7 +38,7 @@ from infralens.planner.step_accuracy import (
     uncalibrated,
 )
 from infralens.planner.step_validation import check_run, load_runs
-from infralens.sustained import FITTED, IDEAL
+from infralens.sustained import FITTED, IDEAL, POWER_LIMITED
 from infralens.topology import Cluster
 
 DATA = Path(__file__).parent / "data" / "training_runs.csv"
@@ -194,17 +195,17 @@ def test_a_gpu_that_is_no_preset_is_refused_by_name() -> None:
 def test_the_500w_hbm2e_h100_differs_from_the_sxm_only_in_its_hbm() -> None:
     # Its matmul and attention ceilings stand in from the 700 W SXM part (an upper bound),
     # so with the same sustained share a GEMM-only difference would be a bug; what changes
-    # is every HBM-bound term. Its own share, fitted for a board held to 500 W, is lower.
+    # is every HBM-bound term. Held to 500 W it holds a lower clock, so its share is lower.
     kw = dict(seq_len=8192, global_batch_size=16, micro_batch_size=2, zero_stage=3,
               elementwise="eager")  # fmt: skip
-    same = replace(FITTED, hopper_500w=FITTED.hopper)
     sxm = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "dgx-h100"), **kw),
                    check_memory=False)  # fmt: skip
-    hbm2e = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"),
-                         sustained=same, **kw), check_memory=False)  # fmt: skip
     held = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"), **kw),
                     check_memory=False)  # fmt: skip
-    assert FITTED.hopper_500w < FITTED.hopper and held.seconds > hbm2e.seconds
+    with patch.dict(POWER_LIMITED, clear=True):  # the same board at its rated power
+        hbm2e = estimate(Job("llama3-8b", ParallelPlan(dp=8), _c(1, "grand-teton-h100-hbm2e"),
+                             **kw), check_memory=False)  # fmt: skip
+    assert FITTED.share("h100-hbm2e-96gb") < FITTED.hopper and held.seconds > hbm2e.seconds
     assert matmul_ceiling("h100-hbm2e-96gb") == MAMF_BF16["h100-sxm5-80gb"]
     assert "h100-hbm2e-96gb" not in MAMF_BF16  # no measurement is claimed for it
     slower = hbm2e.breakdown.compute - sxm.breakdown.compute
@@ -306,6 +307,87 @@ def test_every_source_family_is_shipped() -> None:
     assert not any(word in r.url for r in every for word in reserved)
 
 
+def test_the_megatron_readme_rows_agree_with_the_tables_own_columns() -> None:
+    # The table is an image, transcribed by hand; its other columns check each row: the
+    # degrees multiply to the GPUs, per-GPU TFLOP/s times GPUs is the aggregate PFLOP/s
+    # it prints, and per-GPU TFLOP/s over 989 (H100's dense BF16 TFLOP/s as the
+    # datasheet prints it) rounds half up to its MFU.
+    aggregate = [19.6, 44.7, 93.9, 176.5, 322.3, 645.9, 997.2, 1457.4, 2825.6]
+    mfu = [41, 47, 49, 46, 42, 43, 44, 48, 47]
+    rows = [r for r in RUNS if r.family == "mcore"]
+    assert len(rows) == 9
+    assert int(GPUS["h100-sxm5-80gb"].bf16_flops / 1e12) == 989
+    for r, pf, pct in zip(rows, aggregate, mfu, strict=True):
+        assert r.tp * r.pp * r.cp * r.dp == r.gpus
+        assert round(r.published * r.gpus / 1000, 1) == pytest.approx(pf, abs=0.051)
+        assert int(100 * r.published / 989 + 0.5) == pct
+        assert r.tp_comm_overlap == (r.tp > 1) and r.sequence_parallel == (r.tp > 1)
+
+
+def test_vtrains_cluster_has_the_800_gbps_per_node_its_configs_give() -> None:
+    s = SYSTEMS["vtrain-a100"]
+    assert s.nics_per_node * s.nic_bits_per_s == 800 * 10**9
+    assert s.gpu == SYSTEMS["dgx-a100"].gpu and s.nvlink_domain == s.gpus_per_node == 8
+    assert {r.system for r in RUNS if r.family == "vtrain"} == {"vtrain-a100"}
+
+
+def test_the_vtrain_sweep_holds_the_shipped_rows_at_micro_batch_2() -> None:
+    # The sweep is the 3.6B rows of vTrain's file; the shipped rows are its plans at
+    # micro-batch 2, so each must be there with the same iteration time.
+    with open(DATA.parent / "vtrain_sweep_3.6b.csv", newline="", encoding="utf-8") as f:
+        sweep = list(csv.DictReader(f))
+    assert len(sweep) == 26 and {r["params_billion"] for r in sweep} == {"3.6"}
+    at2 = {(int(r["tp"]), int(r["pp"]), int(r["dp"])): float(r["step_ms"])
+           for r in sweep if r["micro_batch"] == "2"}  # fmt: skip
+    shipped = [r for r in RUNS if r.run_id.startswith("vtrain-3.6b-")]
+    assert len(shipped) == 6
+    for r in shipped:
+        assert at2[(r.tp, r.pp, r.dp)] == r.published and r.micro_batch == 2
+
+
+def _tp_job(**kw: object) -> Job:
+    return Job("llama3-70b", ParallelPlan(tp=8, dp=8), _c(8, "dgx-h100"), seq_len=8192,
+               global_batch_size=64, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_tp_comm_overlap_hides_the_tp_collectives_behind_their_gemms() -> None:
+    # With Transformer Engine's userbuffers every TP collective runs beside a GEMM of its
+    # own linear, so only what outlasts that GEMM waits; without, the forward ones block.
+    plain = estimate(_tp_job(), check_memory=False)
+    over = estimate(_tp_job(tp_comm_overlap=True), check_memory=False)
+    assert over.breakdown.tp < plain.breakdown.tp and over.seconds < plain.seconds
+    # what waits is each collective's excess over its GEMM: with GQA the QKV and
+    # projection GEMMs are shorter than an all-gather or reduce-scatter of the layer's
+    # activation, the MLP's are longer
+    m = PRESETS["llama3-70b"]
+    qkv, mlp = column_gemms(m, "h100-sxm5-80gb", tokens=8192, tp=8, fp8=False,
+                            sustained=FITTED)  # fmt: skip
+    proj, out = row_gemms(m, "h100-sxm5-80gb", tokens=8192, tp=8, fp8=False,
+                          sustained=FITTED)  # fmt: skip
+    act = 8192 * m.hidden * 2
+    tp8 = list(range(8))
+    ag = predict("all_gather", act, _c(8), tp8).seconds
+    rs = predict("reduce_scatter", act, _c(8), tp8).seconds
+    assert min(mlp, out) > max(ag, rs) > max(qkv, proj)
+    forward = (ag - qkv) + (rs - proj)  # AG under QKV, RS under the projection
+    backward = 2 * (ag - qkv) + (ag - proj)  # re-gather, RS under QKV; dgrad's gather
+    assert over.breakdown.tp == pytest.approx((forward + backward) * m.layers * 8)
+    assert over.breakdown.compute > plain.breakdown.compute  # kernels beside traffic
+
+
+def test_tp_comm_overlap_is_refused_where_megatron_refuses_it() -> None:
+    with pytest.raises(ValueError, match="tp_comm_overlap needs tp > 1 and sequence_par"):
+        estimate(_tp_job(tp_comm_overlap=True, sequence_parallel=False), check_memory=False)
+    with pytest.raises(ValueError, match="tp_comm_overlap is Megatron-Core's"):
+        estimate(_tp_job(tp_comm_overlap=True, zero_stage=3), check_memory=False)
+    with pytest.raises(TypeError, match="tp_comm_overlap must be a bool"):
+        _tp_job(tp_comm_overlap=1)
+    one = Job("llama3-8b", ParallelPlan(dp=8), _c(1, "dgx-h100"), seq_len=8192,
+              global_batch_size=8, tp_comm_overlap=True)  # fmt: skip
+    with pytest.raises(ValueError, match="tp_comm_overlap needs tp > 1"):
+        estimate(one, check_memory=False)  # Megatron turns sequence parallelism off at tp 1
+
+
 @pytest.mark.parametrize("row", RUNS, ids=lambda r: r.run_id)
 def test_the_model_bounds_every_published_run_from_above(row) -> None:  # type: ignore[no-untyped-def]
     # At the isolated kernel rates (no sustained share) the compute term runs at the
@@ -351,8 +433,14 @@ def test_the_misses_are_mostly_one_shared_factor() -> None:
     assert max(off) <= 0.30
 
 
-@pytest.mark.xfail(strict=True, reason="the accuracy goal is not met: see validation.md")
-@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+@pytest.mark.parametrize(
+    "precision",
+    [
+        pytest.param("bf16", marks=pytest.mark.xfail(
+            strict=True, reason="BF16 misses the accuracy goal: see validation.md")),
+        "fp8",
+    ],
+)  # fmt: skip
 def test_accuracy_goal_out_of_sample(precision: str) -> None:
     # Leave one source out: at least 80 % within 15 %, median |error| at most 8 %, none
     # beyond 30 %, BF16 and FP8 apart, with the sustained shares refitted on the

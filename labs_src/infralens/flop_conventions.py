@@ -90,6 +90,9 @@ CONVENTIONS: dict[str, Convention] = {
     "llama3-report": Convention(
         "unstated", "TFLOP/s and BF16 MFU per GPU, PaLM cited, attention term not stated",
         "Dubey et al. 2024, Table 4"),
+    "megatron-readme": Convention(
+        "unstated", "per-GPU teraFLOP/s of Megatron-LM's count, the commit not named",
+        "NVIDIA/Megatron-LM d98e8a6, README.md and images/model_table.png"),
 }  # fmt: skip
 """Every convention a shipped figure uses, keyed by its source."""
 

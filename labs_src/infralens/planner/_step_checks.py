@@ -142,6 +142,24 @@ def stack_options(
     return zero_stage
 
 
+def tp_overlap_runs(
+    overlap: bool, *, tp: int, sequence_parallel: bool, zero_stage: int
+) -> None:
+    """Refuse ``tp_comm_overlap`` where Megatron-Core would: it asserts sequence
+    parallelism, which it turns off at tp 1 (``megatron/training/arguments.py:1436-1442``
+    at d98e8a6), and it is Megatron's (``zero_stage=3`` prices torchtitan's DTensor TP)."""
+    if not overlap:
+        return
+    if tp == 1 or not sequence_parallel:
+        raise ValueError(
+            "tp_comm_overlap needs tp > 1 and sequence_parallel, as Megatron-Core asserts"
+        )
+    if zero_stage == 3:
+        raise ValueError(
+            "tp_comm_overlap is Megatron-Core's: not with zero_stage=3"
+        )
+
+
 def schedule_runs(
     schedule: str, *, chunks: int, pp: int, microbatches: int
 ) -> None:

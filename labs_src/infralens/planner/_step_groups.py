@@ -4,8 +4,9 @@ Every collective is priced on real ranks, so :func:`infralens.nccl.predict` sees
 links between them: one axis's group through rank 0 (:func:`group_of`, exported by
 :mod:`infralens.planner.step`), the group a collective over one or more axes waits for
 (:func:`slowest_group`, which the step and the worksheet both price on), the hop that
-paces a ring over it (:func:`ring_hop`), and the group delayed FP8 scaling reduces its
-amax over (:func:`amax_group`).
+paces a ring over it (:func:`ring_hop`), whether a group crosses the network
+(:func:`spans`), and the group delayed FP8 scaling reduces its amax over
+(:func:`amax_group`).
 
 >>> from infralens.plan import ParallelPlan
 >>> plan = ParallelPlan(tp=2, pp=2, dp=2)
@@ -123,6 +124,16 @@ def ring_hop(cluster: Cluster, group: list[int]) -> list[int]:
     hops = zip(group, group[1:] + group[:1], strict=True)
     slow = [[a, b] for a, b in hops if cluster.domain_of(a) != cluster.domain_of(b)]
     return slow[0] if slow else group[:2]
+
+
+def spans(cluster: Cluster, group: list[int]) -> bool:
+    """Whether *group* leaves one NVLink domain, so that its traffic crosses the network.
+
+    >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
+    >>> spans(c, [0, 8]), spans(c, [0, 7])
+    (True, False)
+    """
+    return len({cluster.domain_of(r) for r in group}) > 1
 
 
 def amax_group(plan: ParallelPlan) -> list[int]:

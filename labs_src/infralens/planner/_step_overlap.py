@@ -65,7 +65,8 @@ class Exposed:
 
     *slowdown* is the compute slowed by collectives beside it; *free* the time the
     phase's compute runs with no collective on the stream, which the data-parallel
-    gradient reduction can use.
+    gradient reduction can use; *open* the phase's time with no FSDP traffic, which a
+    reduction over links the phase's TP and CP traffic never crosses can use instead.
     """
 
     tp: float = 0.0
@@ -73,6 +74,7 @@ class Exposed:
     dp: float = 0.0
     slowdown: float = 0.0
     free: float = 0.0
+    open: float = 0.0
 
     def __add__(self, other: Exposed) -> Exposed:
         return Exposed(
@@ -81,6 +83,7 @@ class Exposed:
             self.dp + other.dp,
             self.slowdown + other.slowdown,
             self.free + other.free,
+            self.open + other.open,
         )
 
     def __mul__(self, times: float) -> Exposed:
@@ -90,6 +93,7 @@ class Exposed:
             self.dp * times,
             self.slowdown * times,
             self.free * times,
+            self.open * times,
         )
 
 
@@ -111,6 +115,7 @@ def phase_exposed(ph: Phase) -> Exposed:
         dp=extra - late,
         slowdown=OVERLAP_SLOWDOWN * beside,
         free=max(0.0, window - stream),
+        open=max(0.0, window - ph.fsdp),
     )
 
 

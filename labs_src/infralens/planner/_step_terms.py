@@ -247,11 +247,12 @@ def busiest_stage(
 class TPComm:
     """One layer's TP collectives in one micro-batch, in seconds: *forward*, blocking, per
     forward pass; *backward*, blocking; *under_gemm*, backward's (collective, GEMM it is
-    launched under) pairs."""
+    launched under) pairs; *forward_under*, the forward's pairs when they overlap."""
 
     forward: float = 0.0
     backward: float = 0.0
     under_gemm: tuple[tuple[float, float], ...] = ()
+    forward_under: tuple[tuple[float, float], ...] = ()
 
 
 def column_gemms(
@@ -275,6 +276,26 @@ def column_gemms(
     return qkv / rate, mlp / rate
 
 
+def row_gemms(
+    m: TransformerConfig,
+    gpu_key: str,
+    *,
+    tokens: int,
+    tp: int,
+    fp8: bool,
+    sustained: Sustained,
+) -> tuple[float, float]:
+    """Seconds of one GEMM of each row-parallel linear of a layer, the attention output
+    projection and the MLP's second, on *tokens* tokens (forward, dgrad and wgrad alike).
+
+    projection: 2·tokens·a·d·h / tp;  MLP out: 2·tokens·f·h / tp  FLOPs
+    """
+    rate = gemm_rate(sustained, gpu_key, fp8=fp8)
+    proj = 2 * tokens * m.heads * m.head_dim * m.hidden / tp
+    mlp = 2 * tokens * m.ffn_hidden * m.hidden / tp
+    return proj / rate, mlp / rate
+
+
 def tensor_parallel(
     act: int,
     cluster: Cluster,
@@ -283,6 +304,7 @@ def tensor_parallel(
     sequence_parallel: bool,
     fp8_gathers: bool = False,
     gemms: tuple[float, float] | None = None,
+    row: tuple[float, float] | None = None,
 ) -> TPComm:
     """Per layer and micro-batch: with sequence parallelism two all-gathers and two
     reduce-scatters of the *act*-byte activation each pass, two all-reduces without.
@@ -313,9 +335,12 @@ def tensor_parallel(
     if gemms is None:
         return TPComm(2 * (ag + rs), 2 * (ag + rs))
     qkv, mlp = gemms  # re-gather under dgrad, reduce-scatter under wgrad
-    return TPComm(
-        2 * (ag + rs), 2 * ag, ((ag, qkv), (rs, qkv), (ag, mlp), (rs, mlp))
-    )
+    column = ((ag, qkv), (rs, qkv), (ag, mlp), (rs, mlp))
+    if row is None:
+        return TPComm(2 * (ag + rs), 2 * ag, column)
+    proj, out = row  # userbuffers: each collective beside its own GEMM
+    forward = ((ag, qkv), (rs, proj), (ag, mlp), (rs, out))
+    return TPComm(0.0, 0.0, (*column, (ag, proj), (ag, out)), forward)
     # [end:tp-collectives]
 
 

@@ -93,6 +93,7 @@ class Job:
     overlap_grad_reduce: bool = True
     grad_reduce_in_fp32: bool | None = None
     scatter_gather_p2p: bool = False
+    tp_comm_overlap: bool = False
     uneven_stages: bool = False
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None

@@ -15,7 +15,7 @@ plan and a cluster. Every term is a model of what a named framework does:
   An FP8 recipe runs the blocks' GEMMs at the measured FP8 ceiling and adds its
   quantisation kernels' bytes; Transformer Engine gathers the forward TP inputs
   in FP8, and delayed scaling adds its amax all-reduces (:mod:`infralens.fp8`).
-- **TP** (Megatron-Core with Transformer Engine, no ``tp_comm_overlap``): per
+- **TP** (Megatron-Core with Transformer Engine): per
   layer and micro-batch, two all-gathers and two reduce-scatters of the
   ``b·s/cp × h`` activation each pass with sequence parallelism (two
   all-reduces without); a full recomputation repeats the forward ones. The
@@ -24,6 +24,8 @@ plan and a cluster. Every term is a model of what a named framework does:
   saved input under its dgrad GEMM and its input-gradient reduce-scatter under
   its wgrad GEMM, so only what outlasts that GEMM waits. An FP8 recipe gathers
   FP8 both ways. torchtitan's DTensor TP (``zero_stage=3``) waits for every one.
+  With ``tp_comm_overlap`` (Transformer Engine's userbuffers) none blocks: each
+  runs beside a GEMM of its own linear and waits only for what outlasts it.
 - **CP** (Megatron-Core/Transformer Engine ring attention): ``cp − 1``
   exchanges of this rank's K and V (kv_heads, GQA) forward, K, V and their
   gradients backward, overlapped with the attention blocks only.
@@ -99,6 +101,7 @@ from infralens.planner._step_groups import (
     group_of,
     ring_hop,
     slowest_group,
+    spans,
 )
 from infralens.planner.job import SCHEDULES, Job
 from infralens.planner.step_result import Breakdown, Estimate
@@ -179,7 +182,8 @@ def estimate(job: Job, *, check_memory: bool = True) -> Estimate:
         attention=job.attention, overlap_grad_reduce=job.overlap_grad_reduce,
         grad_reduce_in_fp32=job.grad_reduce_in_fp32,
         scatter_gather_p2p=job.scatter_gather_p2p, elementwise=job.elementwise,
-        check_memory=check_memory, uneven_stages=job.uneven_stages,
+        tp_comm_overlap=job.tp_comm_overlap, check_memory=check_memory,
+        uneven_stages=job.uneven_stages,
         first_stage_layers=job.first_stage_layers, last_stage_layers=job.last_stage_layers,
         account_for_embedding=job.account_for_embedding,
         account_for_loss=job.account_for_loss, sustained=job.sustained,
@@ -204,6 +208,7 @@ def _estimate(
     grad_reduce_in_fp32: bool | None = None,
     scatter_gather_p2p: bool = False,
     elementwise: str | None = None,
+    tp_comm_overlap: bool = False,
     check_memory: bool = True,
     uneven_stages: bool = False,
     recipe: str | Recipe | None = None,
@@ -240,6 +245,10 @@ def _estimate(
         "grad_reduce_in_fp32", _given(grad_reduce_in_fp32, r.grad_reduce_in_fp32)
     )
     scatter = flag("scatter_gather_p2p", scatter_gather_p2p)
+    tp_overlap = flag("tp_comm_overlap", tp_comm_overlap)
+    checks.tp_overlap_runs(
+        tp_overlap, tp=plan.tp, sequence_parallel=sp, zero_stage=zero_stage
+    )
     kernels = check_choice(
         "elementwise", _given(elementwise, r.elementwise), ELEMENTWISE_KERNELS
     )
@@ -303,6 +312,10 @@ def _estimate(
         tpc = comm.tensor_parallel(
             act, cluster, tp_group, sequence_parallel=sp, fp8_gathers=fp8,
             gemms=gemms if stack == "megatron" else None,
+            row=comm.row_gemms(
+                m, gpu_key, tokens=b * s // plan.cp, tp=plan.tp,
+                fp8=r.precision == "fp8", sustained=rates,
+            ) if tp_overlap else None,
         )  # fmt: skip
     # [end:tp-exposed]
 
@@ -333,6 +346,7 @@ def _estimate(
     f = path.forward_share(mode)
     passes = 3 if mode == "full" else 2  # a full recomputation reruns the forward
     waits = tpc.backward + (passes - 2) * tpc.forward  # backward's blocking TP
+    under = tpc.under_gemm + (passes - 2) * tpc.forward_under  # and overlapped
 
     # The K/V exchange hides behind attention: Megatron-Core's ring behind every
     # block's; PyTorch's (pytorch f2127db, tensor/experimental/_attention.py: its
@@ -342,9 +356,10 @@ def _estimate(
 
     def layer(fsdp_traffic: tuple[float, float]) -> tuple[path.Exposed, ...]:
         fwd_s, bwd_s = fsdp_traffic
-        fwd = path.Phase(f * layer_c, f * behind, tpc.forward, (), ring, fwd_s)
+        fwd = path.Phase(f * layer_c, f * behind, tpc.forward,
+                         tpc.forward_under, ring, fwd_s)  # fmt: skip
         bwd = path.Phase((1 - f) * layer_c, (1 - f) * behind, waits,
-                         tpc.under_gemm, 2 * ring, bwd_s)  # fmt: skip
+                         under, 2 * ring, bwd_s)  # fmt: skip
         return path.phase_exposed(fwd), path.phase_exposed(bwd)
 
     # [end:critical-path]
@@ -390,6 +405,17 @@ def _estimate(
     left = 1.0 - pp_beside / step_layers.free if step_layers.free else 0.0
     # [end:pp-beside]
 
+    # [start:dp-links]
+    # A DP group that leaves the NVLink domain waits on the network, which TP and
+    # CP inside one domain never cross: on its own communicator's stream it runs
+    # beside their traffic, in the layers' whole time (open), not their free time.
+    cp_group = slowest_group(plan, cluster, ("cp",))
+    own_links = spans(cluster, dp_group) and not (
+        spans(cluster, tp_group) or spans(cluster, cp_group)
+    )
+    window = [x.open if own_links else x.free for x in (later_fwd, later_bwd)]
+    # [end:dp-links]
+
     # [start:dp]
     # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16
     # (or fp8), over dp·cp: FSDP behind each layer, DDP in the stream time the
@@ -400,8 +426,7 @@ def _estimate(
         dp, beside = sync.data_parallel(
             local, cluster, dp_group, zero_stage=zero_stage,
             overlap_grad_reduce=overlap,
-            free=(later_fwd.free * pace.layers * left,
-                  later_bwd.free * pace.layers * left),
+            free=(window[0] * pace.layers * left, window[1] * pace.layers * left),
             grad_bytes=grad_bytes, gather_bytes=r.gather_bytes,
         )  # fmt: skip
         compute += path.OVERLAP_SLOWDOWN * min(beside, pace.compute)

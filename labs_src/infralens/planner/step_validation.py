@@ -95,6 +95,7 @@ class TrainingRun:
     recipe: str = ""
     flop_convention: str = ""
     unpriced: str = ""
+    tp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -191,7 +192,7 @@ def load_runs(path: str | Path, *, unpriced: bool = False) -> list[TrainingRun]:
                 float(r["published"]), r["assumptions"],
                 check_choice("recipe", r["recipe"], ("", *RECIPES)),
                 check_choice("flop_convention", r["flop_convention"], ("", *CONVENTIONS)),
-                r["unpriced"],
+                r["unpriced"], _bool(r, "tp_comm_overlap"),
             ))  # fmt: skip
         except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"{where}: line {line}: {str(exc)[:200]}") from None
@@ -225,7 +226,8 @@ def check_run(row: TrainingRun, sustained: Sustained | None = None) -> RunCheck:
         zero_stage=row.zero_stage, attention=row.attention,
         overlap_grad_reduce=row.overlap_grad_reduce, grad_reduce_in_fp32=row.grad_reduce_in_fp32,
         scatter_gather_p2p=row.scatter_gather_p2p, elementwise=row.elementwise,
-        account_for_embedding=meta, account_for_loss=meta, recipe=row.recipe or None,
+        tp_comm_overlap=row.tp_comm_overlap, account_for_embedding=meta,
+        account_for_loss=meta, recipe=row.recipe or None,
         sustained=sustained,
     )  # fmt: skip
     e = estimate(job, check_memory=False)
