@@ -68,7 +68,7 @@ plan and a cluster. Every term is a model of what a named framework does:
 >>> e = estimate(Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
 ...                  global_batch_size=512, micro_batch_size=1))
 >>> e.bottleneck, round(e.seconds, 1), round(e.mfu, 2)
-('compute', 37.0, 0.38)
+('compute', 37.1, 0.38)
 """
 
 from __future__ import annotations
@@ -346,7 +346,7 @@ def _estimate(
     f = path.forward_share(mode)
     passes = 3 if mode == "full" else 2  # a full recomputation reruns the forward
     waits = tpc.backward + (passes - 2) * tpc.forward  # backward's blocking TP
-    under = tpc.under_gemm + (passes - 2) * tpc.forward_under  # and overlapped
+    under = tpc.under_gemm + (passes - 2) * tpc.forward_under  # and overlapping
 
     # The K/V exchange hides behind attention: Megatron-Core's ring behind every
     # block's; PyTorch's (pytorch f2127db, tensor/experimental/_attention.py: its
@@ -418,8 +418,8 @@ def _estimate(
 
     # [start:dp]
     # DP / FSDP: gradient reduction in fp32 (or bf16), parameter gathers in bf16
-    # (or fp8), over dp·cp: FSDP behind each layer, DDP in the stream time the
-    # last backward (and the next forward) leave free.
+    # (or fp8), over dp·cp: FSDP behind each layer, DDP in the window the last
+    # backward (and the next forward) leave it.
     if fsdp is not None:
         dp = step_layers.dp + fsdp.waits + pace.layers * fsdp.after
     else:
