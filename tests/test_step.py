@@ -362,8 +362,9 @@ def test_tp_comm_overlap_hides_the_tp_collectives_behind_their_gemms() -> None:
     m = PRESETS["llama3-70b"]
     qkv, mlp = column_gemms(m, "h100-sxm5-80gb", tokens=8192, tp=8, fp8=False,
                             sustained=FITTED)  # fmt: skip
-    proj, out = row_gemms(m, "h100-sxm5-80gb", tokens=8192, tp=8, fp8=False,
-                          sustained=FITTED)  # fmt: skip
+    proj, out = row_gemms(m, (qkv, mlp))
+    assert proj == pytest.approx(qkv * 64 / (64 + 2 * 8))  # a / (a + 2 kv), GQA
+    assert out == pytest.approx(mlp / 2)  # SwiGLU's first GEMM is two wide
     act = 8192 * m.hidden * 2
     tp8 = list(range(8))
     ag = predict("all_gather", act, _c(8), tp8).seconds

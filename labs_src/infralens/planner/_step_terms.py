@@ -277,23 +277,17 @@ def column_gemms(
 
 
 def row_gemms(
-    m: TransformerConfig,
-    gpu_key: str,
-    *,
-    tokens: int,
-    tp: int,
-    fp8: bool,
-    sustained: Sustained,
+    m: TransformerConfig, column: tuple[float, float]
 ) -> tuple[float, float]:
     """Seconds of one GEMM of each row-parallel linear of a layer, the attention output
-    projection and the MLP's second, on *tokens* tokens (forward, dgrad and wgrad alike).
+    projection and the MLP's second, from *column* (:func:`column_gemms`: QKV's and the
+    MLP's first on the same tokens, at the same rate), by their FLOPs' ratio.
 
-    projection: 2·tokens·a·d·h / tp;  MLP out: 2·tokens·f·h / tp  FLOPs
+    projection = QKV · a / (a + 2·kv);  MLP out = MLP in / (2 if gated else 1)
     """
-    rate = gemm_rate(sustained, gpu_key, fp8=fp8)
-    proj = 2 * tokens * m.heads * m.head_dim * m.hidden / tp
-    mlp = 2 * tokens * m.ffn_hidden * m.hidden / tp
-    return proj / rate, mlp / rate
+    qkv, mlp = column
+    proj = qkv * m.heads / (m.heads + 2 * m.kv_heads)
+    return proj, mlp / (2 if m.gated_mlp else 1)
 
 
 def tensor_parallel(

@@ -312,10 +312,7 @@ def _estimate(
         tpc = comm.tensor_parallel(
             act, cluster, tp_group, sequence_parallel=sp, fp8_gathers=fp8,
             gemms=gemms if stack == "megatron" else None,
-            row=comm.row_gemms(
-                m, gpu_key, tokens=b * s // plan.cp, tp=plan.tp,
-                fp8=r.precision == "fp8", sustained=rates,
-            ) if tp_overlap else None,
+            row=comm.row_gemms(m, gemms) if tp_overlap else None,
         )  # fmt: skip
     # [end:tp-exposed]
 
