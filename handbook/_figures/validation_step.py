@@ -19,7 +19,7 @@ from infralens.planner.step_validation import check_run, load_runs
 checks = [check_run(r) for r in load_runs(Path("../../tests/data/training_runs.csv"))]
 held = held_out_errors(checks, refit)
 families = ["narayanan", "llama3", "torchtitan", "vtrain", "trainy", "megatron", "mcore"]
-fig, ax = plt.subplots(figsize=(6.2, 9.4))
+fig, ax = plt.subplots(figsize=(6.2, 8.4))
 for y, c in enumerate(reversed(checks)):
     k = families.index(c.row.family)
     e = 100 * held[c.row.run_id]
