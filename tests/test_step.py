@@ -345,6 +345,25 @@ def test_the_vtrain_sweep_holds_the_shipped_rows_at_micro_batch_2() -> None:
         assert at2[(r.tp, r.pp, r.dp)] == r.published and r.micro_batch == 2
 
 
+def test_dp_on_the_network_runs_beside_tp_on_nvlink() -> None:
+    # Megatron-Core reduces gradients on the DP communicator's own stream. A DP group
+    # that crosses nodes shares no link with TP inside each node, so it may use the
+    # layers' whole time; inside one node it shares NVLink and gets only their free time.
+    import infralens.planner.step as step_module
+
+    def dp(job: Job, *, shared: bool) -> float:
+        if not shared:
+            return estimate(job, check_memory=False).breakdown.dp
+        with patch.object(step_module, "spans", lambda cluster, group: False):
+            return estimate(job, check_memory=False).breakdown.dp
+
+    across = replace(_tp_job(tp_comm_overlap=True), global_batch_size=32)
+    assert dp(across, shared=False) < 0.1 * dp(across, shared=True)
+    inside = Job("llama3-8b", ParallelPlan(tp=4, dp=2), _c(1), seq_len=8192,
+                 global_batch_size=4)  # fmt: skip
+    assert dp(inside, shared=False) == dp(inside, shared=True) > 0
+
+
 def _tp_job(**kw: object) -> Job:
     return Job("llama3-70b", ParallelPlan(tp=8, dp=8), _c(8, "dgx-h100"), seq_len=8192,
                global_batch_size=64, **kw)  # type: ignore[arg-type]  # fmt: skip

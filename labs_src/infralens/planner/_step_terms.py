@@ -317,6 +317,16 @@ def tensor_parallel(
     output before the forward gather (``layernorm_linear.py:283-312``), the saved input
     it re-gathers and the output gradient it gathers backward
     (``module/base.py:1688-1752``); the reduce-scatters move the bf16 gradients.
+
+    With *row* (from :func:`row_gemms`: Megatron-Core's ``tp_comm_overlap``, Transformer
+    Engine's userbuffers, which needs sequence parallelism) no TP collective blocks:
+    forward, each all-gather runs under its column-parallel GEMM and each reduce-scatter
+    under its row-parallel one, chunk by chunk; backward, each row-parallel linear's
+    output-gradient all-gather runs under its dgrad GEMM (Megatron-LM d98e8a6
+    ``core/extensions/transformer_engine.py:1188-1205``, the row-parallel linear's
+    ``ub_overlap_ag`` and ``ub_overlap_rs``; ``1455-1480``, the column-parallel one's
+    ``ub_overlap_ag`` and bulk dgrad and wgrad). Each then waits only for what outlasts
+    its GEMM.
     """
     # [start:tp-collectives]
     if not sequence_parallel:

@@ -44,7 +44,10 @@ plan and a cluster. Every term is a model of what a named framework does:
   reduces in bf16/fp16) in the stream time the last micro-batch's backward
   leaves free, all but the last bucket; with the distributed optimizer (ZeRO-1)
   the bf16 parameters are gathered in the next forward's free time the same
-  way. With ``overlap_grad_reduce=False`` the whole reduction (and gather)
+  way. A DP group that crosses the network while TP and CP stay inside one
+  NVLink domain reduces on its own communicator's stream beside their traffic,
+  so it may use the layers' whole time, not only what they leave free. With
+  ``overlap_grad_reduce=False`` the whole reduction (and gather)
   runs after the last backward, as Megatron-LM's local DDP did in 2021 (commit
   cdde433) and Megatron-Core does without the flag (its default at d98e8a6).
 - **FSDP** (``zero_stage=3``, FSDP2 as torchtitan runs it, over its
