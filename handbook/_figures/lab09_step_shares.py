@@ -26,6 +26,7 @@ plans.append(("TP 4, PP 8, DP 2", ParallelPlan(tp=4, pp=8, dp=2)))
 NAMES = {"compute": "compute", "tp": "exposed TP", "pp_bubble": "PP bubble"}
 
 fig, ax = plt.subplots(figsize=(6.2, 2.5))
+longest = 0.0
 for row, (_label, plan) in enumerate(plans):
     step = fill_worksheet(replace(work, plan=plan)).step
     assert step is not None
@@ -45,11 +46,12 @@ for row, (_label, plan) in enumerate(plans):
         elif share > 0.1:  # too narrow for its label: it follows the step's total
             aside.append(f"{NAMES.get(name, name)} {seconds:.1f} s, {share:.0%}")
         left += seconds
+    longest = max(longest, step.seconds)
     total = "\n".join([f"{step.seconds:.1f} s", *aside])
     ax.text(left + 0.3, row, total, va="center", fontsize=7)
 ax.set_yticks(range(len(plans)), [p[0] for p in plans], fontsize=7)
 ax.invert_yaxis()
-ax.set_xlim(0, 33)
+ax.set_xlim(0, 1.2 * longest)  # room for each bar's total beside it
 ax.set_xlabel("seconds per step (the terms add up to the step)", fontsize=7)
 ax.tick_params(labelsize=7)
 ax.bar(0, 0, color=PALETTE[2], label="PP bubble")
