@@ -20,16 +20,28 @@ whether the framework fuses them:
 >>> fused = elementwise_bytes(m, seq_len=8192, micro_batch_size=1)
 >>> round(eager / 8192 / 1e6, 2), round(eager / fused, 1)   # MB per token; ratio
 (2.45, 4.4)
+
+After the last layer the loss runs its own memory-bound passes over the s·b·V/t
+logits (:func:`loss_bytes`): for a small model with a large vocabulary they are
+a tenth of the step.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from infralens._typecheck import typed
 from infralens._validate import check_choice, flag, positive_int
-from infralens.memory import RECOMPUTE, _model, activation_bytes
+from infralens.memory import RECOMPUTE, _ceil, _model, activation_bytes
 from infralens.model import TransformerConfig
 
-__all__ = ["EAGER_BYTES", "ELEMENTWISE_KERNELS", "elementwise_bytes"]
+__all__ = [
+    "EAGER_BYTES",
+    "ELEMENTWISE_KERNELS",
+    "LOSS_BYTES",
+    "elementwise_bytes",
+    "loss_bytes",
+]
 
 ELEMENTWISE_KERNELS = ("fused", "eager")
 """How the framework runs a layer's element-wise operators (see the module text)."""
@@ -125,3 +137,69 @@ def elementwise_bytes(
     if rec != "none":
         total += fwd - 6 * h
     return round(total * s * b)
+
+
+LOSS_BYTES: dict[str, int] = {"fused": 52, "eager": 36, "loss_parallel": 76}
+"""HBM bytes the cross-entropy loss moves per logit, forward and backward, by the
+kernels of :data:`infralens.head_memory.LOSS_COPIES`, counted operator by operator
+(each reads its inputs and writes its outputs once; a row's gather or scatter of the
+target is left out):
+
+- ``fused``, Megatron's vocabulary-parallel cross-entropy on one fp32 copy
+  (``tensor_parallel/cross_entropy.py`` at d98e8a6, the same passes as
+  ``mpu/cross_entropy.py`` in 2021): forward the cast to fp32 (2 + 4), ``max`` (4),
+  in-place subtract, ``exp`` and divide (8 each), ``sum`` (4); backward the in-place
+  multiply by the loss's gradient (8) and the cast back to bf16 (4 + 2). Its optional
+  ``--cross-entropy-loss-fusion`` (off by default) runs the same passes in fewer
+  kernels and is not priced apart;
+- ``eager``, PyTorch's ``cross_entropy`` on ``logits.float()`` (torchtitan's loss,
+  not compiled): the cast (6) and ``log_softmax`` (8) forward; backward
+  ``nll_loss``'s zeroed gradient (4), ``log_softmax``'s backward (12) and the cast
+  back (6);
+- ``loss_parallel``, ``eager`` on vocabulary-sharded logits (PyTorch 2.13.0,
+  ``torch/distributed/tensor/parallel/loss.py``): forward the cast, ``amax``,
+  subtract, ``exp``, ``sum`` and the subtract of the log-sum (6 + 4 + 8 + 8 + 4 + 8);
+  backward a zeroed gradient, ``exp``, an add, the multiply and the cast back
+  (4 + 8 + 12 + 8 + 6).
+
+``tests/runtime/test_loss_bytes_torch.py`` recounts ``eager`` and ``fused`` under
+PyTorch."""
+
+
+@typed
+def loss_bytes(
+    model: TransformerConfig | str,
+    *,
+    seq_len: int,
+    micro_batch_size: int,
+    tp: int = 1,
+    loss: str = "fused",
+) -> int:
+    """HBM bytes the loss moves for one micro-batch on one GPU, forward and backward.
+
+        bytes = LOSS_BYTES[kernel] · s·b·V / t
+
+    V/t is the vocabulary slice of a vocabulary-parallel output layer; *loss*
+    ``"eager"`` with *tp* > 1 runs as ``loss_parallel`` (as in
+    :func:`infralens.head_memory.loss_peak_bytes`). Priced at HBM bandwidth, these
+    bytes join the output layer's time on the last pipeline stage.
+
+    >>> round(loss_bytes("llama3-8b", seq_len=8192, micro_batch_size=1) / 1e9, 1)
+    54.6
+    >>> [round(loss_bytes("llama3-70b", seq_len=8192, micro_batch_size=1, tp=t,
+    ...                   loss="eager") / 1e9, 1) for t in (1, 8)]
+    [37.8, 10.0]
+    >>> loss_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, loss="liger")
+    Traceback (most recent call last):
+    ...
+    ValueError: loss must be one of 'fused', 'eager'; got 'liger'
+
+    Raises ``ValueError`` for a size below 1 or an unknown *loss*.
+    """
+    m = _model(model)
+    kind = check_choice("loss", loss, ("fused", "eager"))
+    s = positive_int("seq_len", seq_len)
+    b = positive_int("micro_batch_size", micro_batch_size)
+    t = positive_int("tp", tp)
+    per = LOSS_BYTES["loss_parallel" if kind == "eager" and t > 1 else kind]
+    return _ceil(Fraction(per * s * b * m.vocab_size, t))

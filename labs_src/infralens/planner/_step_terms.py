@@ -14,7 +14,7 @@ from typing import Any
 
 from infralens.attention_kernels import attention_seconds
 from infralens.compute import gemm_flops_per_token
-from infralens.elementwise import elementwise_bytes
+from infralens.elementwise import elementwise_bytes, loss_bytes
 from infralens.fp8 import (
     amax_bytes,
     fp8_gemm_flops_per_token,
@@ -63,16 +63,19 @@ def microbatch_compute(
     elementwise: str,
     sustained: Sustained,
     scaling: str = "none",
+    loss: str = "fused",
 ) -> tuple[float, float]:
     """(all compute, attention alone) of one micro-batch of *tokens* on one GPU.
 
     The weight GEMMs run at :func:`gemm_rate`, attention at its kernel's rate (its
     own traffic included) times the *sustained* share, element-wise kernels
     (norms, activations, residuals) move :func:`infralens.elementwise.elementwise_bytes`
-    at HBM bandwidth, fused or *elementwise* ``"eager"``; when a layer's kernels,
-    each launched *sustained* per-kernel seconds after the last, take longer to launch
-    than to run, the launches set the time (:func:`launch_paced`, which
-    :func:`stage_compute` and :func:`layer_compute` apply per layer). With an FP8
+    at HBM bandwidth, fused or *elementwise* ``"eager"``, and so does the *loss*
+    (:func:`infralens.elementwise.loss_bytes`, once per micro-batch, not per layer);
+    when a layer's kernels, each launched *sustained* per-kernel seconds after the
+    last, take longer to launch than to run, the launches set the time
+    (:func:`launch_paced`, which :func:`stage_compute` and :func:`layer_compute`
+    apply per layer). With an FP8
     *scaling* the blocks' GEMMs run at the FP8 rate and their quantisation kernels
     (:func:`infralens.fp8.quantize_bytes`) join the element-wise bytes.
     """
@@ -103,8 +106,11 @@ def microbatch_compute(
         recompute=recompute, tp=tp, sequence_parallel=sequence_parallel and tp > 1,
         materialized=kernel == "materialized",
     )  # fmt: skip
+    # the loss's passes over this rank's s·b·V/t logits (its sequence share under CP)
+    head = loss_bytes(m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len,
+                      tp=tp, loss=loss)  # fmt: skip
     elementwise_s = (
-        (moved + quantize) * m.layers / pp / GPUS[gpu_key].hbm_bytes_per_s
+        ((moved + quantize) * m.layers + head) / pp / GPUS[gpu_key].hbm_bytes_per_s
     )
     return gemm_s + attn + elementwise_s, attn
 
@@ -160,9 +166,9 @@ def stage_compute(
     n layers on one GPU of a stage (``pp=1``), n · layer + head, head the output layer
     and the final norm. A price of one layer and of two gives both parts, the layer
     paced by its launches (:func:`launch_paced`); with one stage and a layer that
-    outruns its launches this is :func:`microbatch_compute`. The first
-    stage's embedding lookup is a gather with no FLOPs and the loss's softmax is
-    memory-bound: neither is counted, as in :func:`infralens.stage_balance.head_cost`.
+    outruns its launches this is :func:`microbatch_compute`. The head carries the
+    loss's passes over the logits too; the first stage's embedding lookup, a gather
+    with no FLOPs, is not counted.
     """
 
     def of(layers: int) -> tuple[float, float]:

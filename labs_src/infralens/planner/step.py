@@ -71,7 +71,7 @@ plan and a cluster. Every term is a model of what a named framework does:
 >>> e = estimate(Job("llama2-70b", ParallelPlan(tp=8, pp=4, dp=2), c, seq_len=4096,
 ...                  global_batch_size=512, micro_batch_size=1))
 >>> e.bottleneck, round(e.seconds, 1), round(e.mfu, 2)
-('compute', 37.1, 0.38)
+('compute', 37.0, 0.38)
 """
 
 from __future__ import annotations
@@ -287,16 +287,17 @@ def _estimate(
     kernel = check_choice("attention", attention, ATTENTION_KERNELS)
     stack = "pytorch" if zero_stage == 3 else "megatron"
     # Per stage, one micro-batch on one GPU: the GEMMs at the measured ceiling,
-    # attention at its kernel's rate, the element-wise kernels at HBM bandwidth.
+    # attention at its kernel's rate, the element-wise kernels and the loss at HBM
+    # bandwidth.
     per_stage, attn = comm.stage_compute(
         m, split, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp,
         sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
-        elementwise=kernels, scaling=r.scaling, sustained=rates,
+        elementwise=kernels, scaling=r.scaling, sustained=rates, loss=r.loss,
     )  # fmt: skip
     layer_c, _ = comm.layer_compute(
         m, gpu_key, tokens=b * s, seq_len=s, tp=plan.tp, cp=plan.cp,
         sequence_parallel=sp, recompute=mode, stack=stack, kernel=kernel,
-        elementwise=kernels, scaling=r.scaling, sustained=rates,
+        elementwise=kernels, scaling=r.scaling, sustained=rates, loss=r.loss,
     )  # fmt: skip
     # [end:compute]
 
