@@ -13,7 +13,7 @@ from infralens.hardware import GPUS
 from infralens.model import PRESETS
 from infralens.nccl import predict
 from infralens.plan import ParallelPlan, enumerate_plans
-from infralens.planner import _step_groups
+from infralens.planner import _step_groups, _step_terms
 from infralens.planner._step_overlap import OVERLAP_SLOWDOWN, Phase, phase_exposed
 from infralens.planner._step_terms import ADAM_BYTES_PER_PARAM, tensor_parallel
 from infralens.planner.design import _slowest
@@ -167,6 +167,29 @@ def test_tp_backward_hides_under_its_gemms_and_gathers_fp8() -> None:
                           gemms=(1.0, 1.0))  # fmt: skip
     assert fp8.backward == pytest.approx(2 * ag8)  # backward's gathers move FP8 too
     assert sorted(x for x, _ in fp8.under_gemm) == sorted([ag8, ag8, rs, rs])
+    # torchao's Float8 (PyTorch's DTensor TP, nothing under GEMMs) gathers FP8 forward
+    # only: the blocking forward halves its gathers, backward's gradients stay bf16
+    dtensor = tensor_parallel(act, cluster, g, sequence_parallel=True)
+    titan = tensor_parallel(act, cluster, g, sequence_parallel=True, fp8_forward=True)
+    assert dtensor.forward == dtensor.backward == pytest.approx(2 * (ag + rs))
+    assert titan.forward == pytest.approx(2 * (ag8 + rs))
+    assert titan.backward == dtensor.backward and not titan.under_gemm
+
+
+def test_a_torchtitan_float8_step_gathers_its_tp_inputs_in_fp8() -> None:
+    # the same FP8 job with and without the FP8 forward gathers: estimate must pass the
+    # flag for a PyTorch-stack FP8 recipe, and only the TP term may move
+    job = Job("llama3-70b", ParallelPlan(tp=8, dp=4), _c(32), seq_len=8192,
+              global_batch_size=64, micro_batch_size=2, recipe="torchtitan-float8-compile",
+              recompute="full")  # fmt: skip
+    fp8 = estimate(job, check_memory=False)
+    plain = _step_terms.tensor_parallel
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_step_terms, "tensor_parallel",
+                   lambda *a, **k: plain(*a, **{**k, "fp8_forward": False}))  # fmt: skip
+        bf16_gathers = estimate(job, check_memory=False)
+    assert fp8.breakdown.tp < bf16_gathers.breakdown.tp
+    assert fp8.breakdown.compute == bf16_gathers.breakdown.compute
 
 
 # 5. FSDP2 under a pipeline, as torchtitan and torch.distributed.pipelining run it

@@ -303,6 +303,7 @@ def tensor_parallel(
     *,
     sequence_parallel: bool,
     fp8_gathers: bool = False,
+    fp8_forward: bool = False,
     gemms: tuple[float, float] | None = None,
     row: tuple[float, float] | None = None,
 ) -> TPComm:
@@ -323,6 +324,11 @@ def tensor_parallel(
     output before the forward gather (``layernorm_linear.py:283-312``), the saved input
     it re-gathers and the output gradient it gathers backward
     (``module/base.py:1688-1752``); the reduce-scatters move the bf16 gradients.
+    With *fp8_forward* only the forward all-gathers move FP8: torchao's Float8 tensor
+    parallelism, which torchtitan applies with Float8 (``parallelize_llama.py:148-167``
+    at 9dec370), casts each block input to FP8 before it gathers it
+    (``float8_tensor_parallel.py:196-217`` at torchao eab345c); the gradients that
+    backward gathers and scatters stay bf16.
 
     With *row* (from :func:`row_gemms`: Megatron-Core's ``tp_comm_overlap``, Transformer
     Engine's userbuffers, which needs sequence parallelism) no TP collective blocks:
@@ -342,8 +348,9 @@ def tensor_parallel(
         return TPComm(2 * ar, 0.0, ((ar, gemms[0]), (ar, gemms[1])))
     rs = seconds("reduce_scatter", act, cluster, group)
     ag = seconds("all_gather", act // 2 if fp8_gathers else act, cluster, group)
-    if gemms is None:
-        return TPComm(2 * (ag + rs), 2 * (ag + rs))
+    if gemms is None:  # torchao's Float8 gathers the forward's inputs in FP8
+        ag8 = seconds("all_gather", act // 2, cluster, group) if fp8_forward else ag
+        return TPComm(2 * (ag8 + rs), 2 * (ag + rs))
     qkv, mlp = gemms  # re-gather under dgrad, reduce-scatter under wgrad
     column = ((ag, qkv), (rs, qkv), (ag, mlp), (rs, mlp))
     if row is None:

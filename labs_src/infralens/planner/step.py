@@ -306,15 +306,16 @@ def _estimate(
     # Every axis is priced on the group its collectives wait for.
     act = b * (s // plan.cp) * m.hidden * comm.BF16
     tp_group = slowest_group(plan, cluster, ("tp",))
-    fp8 = r.precision == "fp8" and stack == "megatron"  # TE's FP8 gathers
+    fp8 = r.precision == "fp8"  # TE gathers FP8 both ways, torchao forward only
     tpc = comm.TPComm()  # per layer and micro-batch
     if plan.tp > 1:
         gemms = comm.column_gemms(
             m, gpu_key, tokens=b * s // plan.cp, tp=plan.tp,
-            fp8=r.precision == "fp8", sustained=rates,
+            fp8=fp8, sustained=rates,
         )  # fmt: skip
         tpc = comm.tensor_parallel(
-            act, cluster, tp_group, sequence_parallel=sp, fp8_gathers=fp8,
+            act, cluster, tp_group, sequence_parallel=sp,
+            fp8_gathers=fp8 and stack == "megatron", fp8_forward=fp8,
             gemms=gemms if stack == "megatron" else None,
             row=comm.row_gemms(m, gemms) if tp_overlap else None,
         )  # fmt: skip
