@@ -159,8 +159,8 @@ IDEAL = Sustained(1.0, 1.0, kernel_seconds=0.0, source="isolated kernel rates")
 """Kernels at their isolated rates, launched for free: the model before calibration."""
 
 FITTED = Sustained(
-    ampere=0.725,
-    hopper=0.695,
+    ampere=0.73,
+    hopper=0.70,
     kernel_seconds=LAUNCH_GAP_SECONDS,
     source="shares fitted on tests/data/training_runs.csv by "
     "infralens.planner.calibration.fit; launch gap measured",

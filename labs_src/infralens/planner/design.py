@@ -16,7 +16,7 @@ one GPU holds, and which communication is likely to bound the step.
 >>> [(row.axis, row.degree, row.placement) for row in sheet.axes]
 [('tp', 8, 'nvlink'), ('pp', 4, 'network'), ('dp', 2, 'network'), ('zero', 2, 'network')]
 >>> sheet.bottleneck, round(sheet.step.seconds, 1), round(sheet.step.mfu, 2)
-('compute', 37.1, 0.38)
+('compute', 37.0, 0.38)
 
 Each traffic row counts its calls per step and says what a profiler trace would show:
 

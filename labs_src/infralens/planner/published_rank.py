@@ -16,7 +16,7 @@ that the published team chose for a reason the model does not price.
 ...            if r.run_id == "torchtitan-h100-llama3.1-8b-8gpu")
 >>> r = published_rank(row)
 >>> r.plan, r.position, r.ranked, round(r.slower, 3)
-('tp 1 cp 1 pp 1 dp 8', 8, 20, 0.072)
+('tp 1 cp 1 pp 1 dp 8', 6, 20, 0.064)
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def worksheet_tables(sheet: Worksheet) -> str:
     The step's terms: seconds on the critical path and share
     >>> risk = next(r for r in text.splitlines() if r.startswith("| TP all-gather"))
     >>> print(risk.split(" | ")[-1].split(" (")[-1])
-    predicted: 0.19 s of its 0.25 s exposed, 42.7% of the step) |
+    predicted: 0.19 s of its 0.25 s exposed, 42.4% of the step) |
     >>> print(text.splitlines()[-1].split(": ")[-1])
     fits, 66.7 GB spare; 8 micro-batches per replica, bubble 0.0%.
     >>> worksheet_tables(None)
