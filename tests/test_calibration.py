@@ -225,6 +225,9 @@ def test_the_demo_writes_a_file_estimate_takes(tmp_path: Path) -> None:
     d = json.loads(out.read_text())
     assert [g["gemm"] for g in d["gemms"]][:3] == ["qkv", "qkv.dgrad", "qkv.wgrad"]
     assert d["attention"]["heads"] == 2
+    # the loss on this GPU's logits: 64 tokens by 512 / 2 of the vocabulary
+    assert d["loss"]["logits"] == [64, 256] and d["loss"]["counted_bytes"] == 36
+    assert d["loss"]["bytes_per_s"] > 0 and d["loss"]["copy_bytes_per_s"] > 0
 
 
 @pytest.mark.xfail(

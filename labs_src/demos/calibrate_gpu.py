@@ -19,6 +19,10 @@ It measures, with CUDA events, the median of ``--repeats`` timed runs after warm
   but crosses no link;
 - with ``--sustain S``, a square BF16 GEMM stream held for S seconds, its rate with
   the SM clock and board power window by window;
+- the loss, PyTorch's ``cross_entropy`` on the plan's fp32 logits (tokens per CP rank
+  by the vocabulary over TP), forward and backward, and a device-to-device copy as
+  large: the HBM bandwidth each reaches, the loss's counted from
+  :data:`infralens.elementwise.LOSS_BYTES`, against the datasheet's;
 - the time between back-to-back launches of an empty kernel: the CPU launch gap a
   step without CUDA graphs pays per kernel.
 
@@ -43,6 +47,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from infralens.elementwise import LOSS_BYTES
 from infralens.layer_gemms import layer_gemms, passes
 from infralens.model import model_from
 
@@ -322,6 +327,26 @@ def main() -> int:
                 {"flops_per_s": rate, "smi": smi("clocks.sm,power.draw")}
             )
         result["sustained_square_gemm"] = windows
+
+    # The loss on this GPU's logits, and a copy of as many bytes: the HBM bandwidth a
+    # memory-bound pass reaches (the model prices both at the datasheet's).
+    n_rows, vocab = tokens // args.cp, -(-model.vocab_size // args.tp)
+    logits = torch.randn(n_rows, vocab, device=device, dtype=torch.bfloat16,
+                         requires_grad=True)  # fmt: skip
+    target = torch.randint(0, vocab, (n_rows,), device=device)
+
+    def loss() -> None:  # one GPU's slice, run as PyTorch's eager loss runs it
+        F.cross_entropy(logits.float(), target).backward()
+
+    t_loss = timed(loss, r, device)
+    big_src = torch.empty(n_rows * vocab * 2, device=device, dtype=torch.bfloat16)
+    big_dst = torch.empty_like(big_src)
+    t_copy = timed(lambda: big_dst.copy_(big_src), r, device)
+    result["loss"] = {
+        "logits": [n_rows, vocab], "seconds": t_loss, "counted_bytes": LOSS_BYTES["eager"],
+        "bytes_per_s": LOSS_BYTES["eager"] * n_rows * vocab / t_loss,
+        "copy_bytes_per_s": 2 * big_src.numel() * 2 / t_copy,
+    }  # fmt: skip
 
     # Back-to-back launches of an empty kernel: the launch gap without CUDA graphs.
     x = torch.zeros(1, device=device)
