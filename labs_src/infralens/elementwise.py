@@ -32,6 +32,7 @@ from fractions import Fraction
 
 from infralens._typecheck import typed
 from infralens._validate import check_choice, flag, positive_int
+from infralens.head_memory import loss_kernel
 from infralens.memory import RECOMPUTE, _ceil, _model, activation_bytes
 from infralens.model import TransformerConfig
 
@@ -197,9 +198,9 @@ def loss_bytes(
     Raises ``ValueError`` for a size below 1 or an unknown *loss*.
     """
     m = _model(model)
-    kind = check_choice("loss", loss, ("fused", "eager"))
     s = positive_int("seq_len", seq_len)
     b = positive_int("micro_batch_size", micro_batch_size)
     t = positive_int("tp", tp)
-    per = LOSS_BYTES["loss_parallel" if kind == "eager" and t > 1 else kind]
-    return _ceil(Fraction(per * s * b * m.vocab_size, t))
+    return _ceil(
+        Fraction(LOSS_BYTES[loss_kernel(loss, t)] * s * b * m.vocab_size, t)
+    )

@@ -42,6 +42,7 @@ __all__ = [
     "LOSS_COPIES",
     "head_activation_bytes",
     "logits_bytes",
+    "loss_kernel",
     "loss_peak_bytes",
 ]
 
@@ -102,12 +103,25 @@ def loss_peak_bytes(
 
     Raises ``ValueError`` for a size below 1 or an unknown *loss*.
     """
-    kind = check_choice("loss", loss, ("fused", "eager"))
     one = logits_bytes(
         model, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp
     )
+    return one * LOSS_COPIES[loss_kernel(loss, tp)]
+
+
+def loss_kernel(loss: str, tp: int) -> str:
+    """The kernel a recipe's *loss* runs at *tp*: :data:`LOSS_COPIES`' key.
+
+    ``"eager"`` on vocabulary-sharded logits (*tp* > 1) is PyTorch's ``loss_parallel``.
+
+    >>> loss_kernel("eager", 1), loss_kernel("eager", 8), loss_kernel("fused", 8)
+    ('eager', 'loss_parallel', 'fused')
+
+    Raises ``ValueError`` for an unknown *loss* or a *tp* below 1.
+    """
+    kind = check_choice("loss", loss, ("fused", "eager"))
     return (
-        one * LOSS_COPIES["loss_parallel" if kind == "eager" and tp > 1 else kind]
+        "loss_parallel" if kind == "eager" and positive_int("tp", tp) > 1 else kind
     )
 
 
