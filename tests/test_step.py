@@ -362,6 +362,18 @@ def test_the_vtrain_sweep_holds_the_shipped_rows_at_micro_batch_2() -> None:
         assert at2[(r.tp, r.pp, r.dp)] == r.published and r.micro_batch == 2
 
 
+def test_the_39b_sweep_holds_the_shipped_39b_rows_at_micro_batch_2() -> None:
+    with open(DATA.parent / "vtrain_sweep_39.1b.csv", newline="", encoding="utf-8") as f:
+        sweep = list(csv.DictReader(f))
+    assert len(sweep) == 47 and {r["params_billion"] for r in sweep} == {"39.1"}
+    at2 = {(int(r["tp"]), int(r["pp"]), int(r["dp"])): float(r["step_ms"])
+           for r in sweep if r["micro_batch"] == "2"}  # fmt: skip
+    shipped = [r for r in RUNS if r.run_id.startswith("vtrain-39.1b-")]
+    assert len(shipped) == len(at2) == 9
+    for r in shipped:
+        assert at2[(r.tp, r.pp, r.dp)] == r.published and r.micro_batch == 2
+
+
 def test_dp_on_the_network_runs_beside_tp_on_nvlink() -> None:
     # Megatron-Core reduces gradients on the DP communicator's own stream. A DP group
     # that crosses nodes shares no link with TP inside each node, so it may use the
