@@ -348,28 +348,20 @@ def test_vtrains_cluster_has_the_800_gbps_per_node_its_configs_give() -> None:
     assert {r.system for r in RUNS if r.family == "vtrain"} == {"vtrain-a100"}
 
 
-def test_the_vtrain_sweep_holds_the_shipped_rows_at_micro_batch_2() -> None:
-    # The sweep is the 3.6B rows of vTrain's file; the shipped rows are its plans at
+@pytest.mark.parametrize(("size", "rows", "plans"), [("3.6", 26, 6), ("39.1", 47, 9)])
+def test_a_vtrain_sweep_holds_the_shipped_rows_at_micro_batch_2(
+    size: str, rows: int, plans: int
+) -> None:
+    # A sweep is one model's rows of vTrain's file; the shipped rows are its plans at
     # micro-batch 2, so each must be there with the same iteration time.
-    with open(DATA.parent / "vtrain_sweep_3.6b.csv", newline="", encoding="utf-8") as f:
+    path = DATA.parent / f"vtrain_sweep_{size}b.csv"
+    with open(path, newline="", encoding="utf-8") as f:
         sweep = list(csv.DictReader(f))
-    assert len(sweep) == 26 and {r["params_billion"] for r in sweep} == {"3.6"}
+    assert len(sweep) == rows and {r["params_billion"] for r in sweep} == {size}
     at2 = {(int(r["tp"]), int(r["pp"]), int(r["dp"])): float(r["step_ms"])
            for r in sweep if r["micro_batch"] == "2"}  # fmt: skip
-    shipped = [r for r in RUNS if r.run_id.startswith("vtrain-3.6b-")]
-    assert len(shipped) == 6
-    for r in shipped:
-        assert at2[(r.tp, r.pp, r.dp)] == r.published and r.micro_batch == 2
-
-
-def test_the_39b_sweep_holds_the_shipped_39b_rows_at_micro_batch_2() -> None:
-    with open(DATA.parent / "vtrain_sweep_39.1b.csv", newline="", encoding="utf-8") as f:
-        sweep = list(csv.DictReader(f))
-    assert len(sweep) == 47 and {r["params_billion"] for r in sweep} == {"39.1"}
-    at2 = {(int(r["tp"]), int(r["pp"]), int(r["dp"])): float(r["step_ms"])
-           for r in sweep if r["micro_batch"] == "2"}  # fmt: skip
-    shipped = [r for r in RUNS if r.run_id.startswith("vtrain-39.1b-")]
-    assert len(shipped) == len(at2) == 9
+    shipped = [r for r in RUNS if r.run_id.startswith(f"vtrain-{size}b-")]
+    assert len(shipped) == len(at2) == plans
     for r in shipped:
         assert at2[(r.tp, r.pp, r.dp)] == r.published and r.micro_batch == 2
 
