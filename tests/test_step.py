@@ -416,11 +416,37 @@ def test_tp_comm_overlap_hides_the_tp_collectives_behind_their_gemms() -> None:
     assert over.breakdown.compute > plain.breakdown.compute  # kernels beside traffic
 
 
+def test_async_tp_under_fsdp_fuses_each_collective_and_regathers_nothing() -> None:
+    # PyTorch's asynchronous TP (zero_stage=3 with tp_comm_overlap): torch.compile fuses
+    # each all-gather into the matmul it feeds and each reduce-scatter into the one that
+    # feeds it, forward and backward; autograd kept the gathered input, so backward has
+    # the two output-gradient gathers and the two input-gradient reduce-scatters only.
+    job = _tp_job(zero_stage=3, elementwise="fused")
+    plain = estimate(job, check_memory=False)
+    fused = estimate(replace(job, tp_comm_overlap=True), check_memory=False)
+    m = PRESETS["llama3-70b"]
+    qkv, mlp = column_gemms(m, "h100-sxm5-80gb", tokens=8192, tp=8, fp8=False,
+                            sustained=FITTED)  # fmt: skip
+    proj, _ = row_gemms(m, (qkv, mlp))
+    act, tp8 = 8192 * m.hidden * 2, list(range(8))
+    ag = predict("all_gather", act, _c(8), tp8).seconds
+    rs = predict("reduce_scatter", act, _c(8), tp8).seconds
+    # DTensor's collectives all wait: four forward, four backward
+    assert plain.breakdown.tp == pytest.approx(4 * (ag + rs) * m.layers * 8)
+    forward = (ag - qkv) + (rs - proj)  # the MLP's GEMMs outlast their collectives
+    backward = (rs - qkv) + (ag - proj)  # no re-gather under QKV's dgrad
+    assert fused.breakdown.tp == pytest.approx((forward + backward) * m.layers * 8)
+    megatron = estimate(_tp_job(tp_comm_overlap=True), check_memory=False)
+    assert fused.breakdown.tp < megatron.breakdown.tp  # TE re-gathers the saved input
+
+
 def test_tp_comm_overlap_is_refused_where_megatron_refuses_it() -> None:
     with pytest.raises(ValueError, match="tp_comm_overlap needs tp > 1 and sequence_par"):
         estimate(_tp_job(tp_comm_overlap=True, sequence_parallel=False), check_memory=False)
-    with pytest.raises(ValueError, match="tp_comm_overlap is Megatron-Core's"):
-        estimate(_tp_job(tp_comm_overlap=True, zero_stage=3), check_memory=False)
+    # under FSDP it is PyTorch's async TP, a torch.compile pass: not with eager kernels
+    with pytest.raises(ValueError, match="asynchronous TP, which needs torch"):
+        estimate(_tp_job(tp_comm_overlap=True, zero_stage=3, elementwise="eager"),
+                 check_memory=False)  # fmt: skip
     with pytest.raises(TypeError, match="tp_comm_overlap must be a bool"):
         _tp_job(tp_comm_overlap=1)
     one = Job("llama3-8b", ParallelPlan(dp=8), _c(1, "dgx-h100"), seq_len=8192,

@@ -143,20 +143,28 @@ def stack_options(
 
 
 def tp_overlap_runs(
-    overlap: bool, *, tp: int, sequence_parallel: bool, zero_stage: int
+    overlap: bool,
+    *,
+    tp: int,
+    sequence_parallel: bool,
+    zero_stage: int,
+    elementwise: str,
 ) -> None:
     """Refuse ``tp_comm_overlap`` where Megatron-Core would: it asserts sequence
     parallelism, which it turns off at tp 1 (``megatron/training/arguments.py:1436-1442``
-    at d98e8a6), and it is Megatron's (``zero_stage=3`` prices torchtitan's DTensor TP)."""
+    at d98e8a6). Under ``zero_stage=3`` it is PyTorch's asynchronous TP, a
+    ``torch.compile`` pass torchtitan refuses to run without compiling
+    (``parallelize_llama.py:54-58`` at 9dec370), so eager element-wise kernels rule it out."""
     if not overlap:
         return
     if tp == 1 or not sequence_parallel:
         raise ValueError(
             "tp_comm_overlap needs tp > 1 and sequence_parallel, as Megatron-Core asserts"
         )
-    if zero_stage == 3:
+    if zero_stage == 3 and elementwise == "eager":
         raise ValueError(
-            "tp_comm_overlap is Megatron-Core's: not with zero_stage=3"
+            "tp_comm_overlap under zero_stage=3 is PyTorch's asynchronous TP, which "
+            "needs torch.compile: not with elementwise='eager'"
         )
 
 

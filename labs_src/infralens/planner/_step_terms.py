@@ -249,6 +249,10 @@ def busiest_stage(
     return max(paces, key=lambda x: (m * x.work + x.bubble + x.p2p, x.stage))
 
 
+Pairs = tuple[tuple[float, float], ...]
+"""(collective seconds, seconds of the GEMM it runs under) pairs."""
+
+
 @dataclass(frozen=True)
 class TPComm:
     """One layer's TP collectives in one micro-batch, in seconds: *forward*, blocking, per
@@ -257,8 +261,8 @@ class TPComm:
 
     forward: float = 0.0
     backward: float = 0.0
-    under_gemm: tuple[tuple[float, float], ...] = ()
-    forward_under: tuple[tuple[float, float], ...] = ()
+    under_gemm: Pairs = ()
+    forward_under: Pairs = ()
 
 
 def column_gemms(
@@ -306,6 +310,7 @@ def tensor_parallel(
     fp8_forward: bool = False,
     gemms: tuple[float, float] | None = None,
     row: tuple[float, float] | None = None,
+    async_tp: bool = False,
 ) -> TPComm:
     """Per layer and micro-batch: with sequence parallelism two all-gathers and two
     reduce-scatters of the *act*-byte activation each pass, two all-reduces without.
@@ -339,6 +344,15 @@ def tensor_parallel(
     ``ub_overlap_ag`` and ``ub_overlap_rs``; ``1455-1480``, the column-parallel one's
     ``ub_overlap_ag`` and bulk dgrad and wgrad). Each then waits only for what outlasts
     its GEMM.
+
+    With *row* and *async_tp* (PyTorch's asynchronous TP: torch.compile's
+    ``micro_pipeline_tp`` pass, which torchtitan turns on with
+    ``enable_async_tensor_parallel``, ``parallelize_llama.py:201-205`` at 9dec370) each
+    all-gather and its matmul, and each matmul and its reduce-scatter, run as one fused,
+    micro-pipelined operator, in forward and backward graphs alike. Autograd keeps the
+    gathered input, so backward re-gathers nothing: each column-parallel linear's
+    reduce-scatter runs under its dgrad GEMM, each row-parallel one's output-gradient
+    all-gather under its own; the forward gathers move FP8 under *fp8_forward*.
     """
     # [start:tp-collectives]
     if not sequence_parallel:
@@ -348,15 +362,17 @@ def tensor_parallel(
         return TPComm(2 * ar, 0.0, ((ar, gemms[0]), (ar, gemms[1])))
     rs = seconds("reduce_scatter", act, cluster, group)
     ag = seconds("all_gather", act // 2 if fp8_gathers else act, cluster, group)
-    if gemms is None:  # torchao's Float8 gathers the forward's inputs in FP8
-        ag8 = seconds("all_gather", act // 2, cluster, group) if fp8_forward else ag
+    ag8 = seconds("all_gather", act // 2, cluster, group) if fp8_forward else ag
+    if gemms is None:
         return TPComm(2 * (ag8 + rs), 2 * (ag + rs))
     qkv, mlp = gemms  # re-gather under dgrad, reduce-scatter under wgrad
-    column = ((ag, qkv), (rs, qkv), (ag, mlp), (rs, mlp))
+    column: Pairs = ((ag, qkv), (rs, qkv), (ag, mlp), (rs, mlp))
     if row is None:
         return TPComm(2 * (ag + rs), 2 * ag, column)
-    proj, out = row  # userbuffers: each collective beside its own GEMM
-    forward = ((ag, qkv), (rs, proj), (ag, mlp), (rs, out))
+    proj, out = row  # each collective beside its own GEMM
+    forward = ((ag8, qkv), (rs, proj), (ag8, mlp), (rs, out))
+    if async_tp:  # autograd kept the gathered input: no re-gather
+        column = ((rs, qkv), (rs, mlp))
     return TPComm(0.0, 0.0, (*column, (ag, proj), (ag, out)), forward)
     # [end:tp-collectives]
 

@@ -24,8 +24,10 @@ plan and a cluster. Every term is a model of what a named framework does:
   saved input under its dgrad GEMM and its input-gradient reduce-scatter under
   its wgrad GEMM, so only what outlasts that GEMM waits. An FP8 recipe gathers
   FP8 both ways. torchtitan's DTensor TP (``zero_stage=3``) waits for every one.
-  With ``tp_comm_overlap`` (Transformer Engine's userbuffers) none blocks: each
-  runs beside a GEMM of its own linear and waits only for what outlasts it.
+  With ``tp_comm_overlap`` (Transformer Engine's userbuffers; under
+  ``zero_stage=3`` PyTorch's asynchronous TP, fused into the matmuls by
+  ``torch.compile``) none blocks: each runs beside a GEMM of its own linear and
+  waits only for what outlasts it.
 - **CP** (Megatron-Core/Transformer Engine ring attention): ``cp − 1``
   exchanges of this rank's K and V (kv_heads, GQA) forward, K, V and their
   gradients backward, overlapped with the attention blocks only.
@@ -249,12 +251,13 @@ def _estimate(
     )
     scatter = flag("scatter_gather_p2p", scatter_gather_p2p)
     tp_overlap = flag("tp_comm_overlap", tp_comm_overlap)
-    checks.tp_overlap_runs(
-        tp_overlap, tp=plan.tp, sequence_parallel=sp, zero_stage=zero_stage
-    )
     kernels = check_choice(
         "elementwise", _given(elementwise, r.elementwise), ELEMENTWISE_KERNELS
     )
+    checks.tp_overlap_runs(
+        tp_overlap, tp=plan.tp, sequence_parallel=sp, zero_stage=zero_stage,
+        elementwise=kernels,
+    )  # fmt: skip
     checks.stack_options(
         zero_stage, elementwise=kernels, overlap_grad_reduce=overlap
     )
@@ -316,8 +319,9 @@ def _estimate(
         tpc = comm.tensor_parallel(
             act, cluster, tp_group, sequence_parallel=sp,
             fp8_gathers=fp8 and stack == "megatron", fp8_forward=fp8,
-            gemms=gemms if stack == "megatron" else None,
+            gemms=gemms if stack == "megatron" or tp_overlap else None,
             row=comm.row_gemms(m, gemms) if tp_overlap else None,
+            async_tp=stack == "pytorch",
         )  # fmt: skip
     # [end:tp-exposed]
 
