@@ -19,7 +19,8 @@ def test_the_position_is_the_published_degrees_row_in_rank_plans() -> None:
     got = published_rank(row)
     cluster = Cluster.from_node_shape(f"{row.gpus // 8}_nodes_x_8_gpus", row.system)
     rows = rank_plans(row.config(), cluster, seq_len=row.seq_len,
-                      global_batch_size=row.global_batch, top=1000)  # fmt: skip
+                      global_batch_size=row.global_batch, micro_batch_size=row.micro_batch,
+                      top=1000)  # fmt: skip
     at = [i for i, r in enumerate(rows, 1) if (r.plan.tp, r.plan.pp, r.plan.dp) == (2, 1, 32)]
     assert got.plan == "tp 2 cp 1 pp 1 dp 32" and [got.position] == at
     assert got.ranked == len(rows)

@@ -18,7 +18,7 @@ from infralens.planner.step_validation import check_run, load_runs
 # The plot directive runs this script from handbook/_figures.
 checks = [check_run(r) for r in load_runs(Path("../../tests/data/training_runs.csv"))]
 held = held_out_errors(checks, refit)
-families = ["narayanan", "llama3", "torchtitan", "vtrain", "trainy", "megatron", "mcore"]
+families = list(dict.fromkeys(c.row.family for c in checks))  # in the data's order
 fig, ax = plt.subplots(figsize=(6.2, 8.4))
 for y, c in enumerate(reversed(checks)):
     k = families.index(c.row.family)
