@@ -159,7 +159,7 @@ IDEAL = Sustained(1.0, 1.0, kernel_seconds=0.0, source="isolated kernel rates")
 """Kernels at their isolated rates, launched for free: the model before calibration."""
 
 FITTED = Sustained(
-    ampere=0.73,
+    ampere=0.72,
     hopper=0.70,
     kernel_seconds=LAUNCH_GAP_SECONDS,
     source="shares fitted on tests/data/training_runs.csv by "

@@ -277,8 +277,8 @@ def rank_plans(
 
 
 BAND: dict[str, tuple[float, float]] = {
-    "bf16": (-0.040, 0.095),
-    "fp8": (-0.091, 0.049),
+    "bf16": (-0.041, 0.074),
+    "fp8": (-0.090, 0.027),
 }
 """The step model's out-of-sample error quartiles (e25, e75), by the recipe's precision.
 
