@@ -19,9 +19,9 @@ It measures, with CUDA events, the median of ``--repeats`` timed runs after warm
   but crosses no link;
 - with ``--sustain S``, a square BF16 GEMM stream held for S seconds, its rate with
   the SM clock and board power window by window;
-- the loss, PyTorch's ``cross_entropy`` on the plan's fp32 logits (tokens per CP rank
-  by the vocabulary over TP), forward and backward, and a device-to-device copy as
-  large: the HBM bandwidth each reaches, the loss's counted from
+- the loss, PyTorch's ``cross_entropy`` on the plan's fp32 logits (tokens per
+  CP rank by the vocabulary over TP), forward and backward, and a device-to-device
+  copy as large: the HBM bandwidth each reaches, the loss's counted from
   :data:`infralens.elementwise.LOSS_BYTES`, against the datasheet's;
 - the time between back-to-back launches of an empty kernel: the CPU launch gap a
   step without CUDA graphs pays per kernel.
@@ -328,8 +328,9 @@ def main() -> int:
             )
         result["sustained_square_gemm"] = windows
 
-    # The loss on this GPU's logits, and a copy of as many bytes: the HBM bandwidth a
-    # memory-bound pass reaches (the model prices both at the datasheet's).
+    # The loss on this GPU's logits, and a copy of as many bytes: the HBM
+    # bandwidth a memory-bound pass reaches (the model prices both at the
+    # datasheet's).
     n_rows, vocab = tokens // args.cp, -(-model.vocab_size // args.tp)
     logits = torch.randn(n_rows, vocab, device=device, dtype=torch.bfloat16,
                          requires_grad=True)  # fmt: skip
@@ -343,7 +344,8 @@ def main() -> int:
     big_dst = torch.empty_like(big_src)
     t_copy = timed(lambda: big_dst.copy_(big_src), r, device)
     result["loss"] = {
-        "logits": [n_rows, vocab], "seconds": t_loss, "counted_bytes": LOSS_BYTES["eager"],
+        "logits": [n_rows, vocab], "seconds": t_loss,
+        "counted_bytes": LOSS_BYTES["eager"],
         "bytes_per_s": LOSS_BYTES["eager"] * n_rows * vocab / t_loss,
         "copy_bytes_per_s": 2 * big_src.numel() * 2 / t_copy,
     }  # fmt: skip

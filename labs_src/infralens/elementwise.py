@@ -32,7 +32,7 @@ from fractions import Fraction
 
 from infralens._typecheck import typed
 from infralens._validate import check_choice, flag, positive_int
-from infralens.head_memory import loss_kernel
+from infralens.head_memory import logits_bytes, loss_kernel
 from infralens.memory import RECOMPUTE, _ceil, _model, activation_bytes
 from infralens.model import TransformerConfig
 
@@ -149,19 +149,19 @@ target is left out):
 - ``fused``, Megatron's vocabulary-parallel cross-entropy on one fp32 copy
   (``tensor_parallel/cross_entropy.py`` at d98e8a6, the same passes as
   ``mpu/cross_entropy.py`` in 2021): forward the cast to fp32 (2 + 4), ``max`` (4),
-  in-place subtract, ``exp`` and divide (8 each), ``sum`` (4); backward the in-place
-  multiply by the loss's gradient (8) and the cast back to bf16 (4 + 2). Its optional
-  ``--cross-entropy-loss-fusion`` (off by default) runs the same passes in fewer
-  kernels and is not priced apart;
+  in-place subtract, ``exp`` and divide (8 each), ``sum`` (4); backward the
+  in-place multiply by the loss's gradient (8) and the cast back to bf16 (4 + 2).
+  Its optional ``--cross-entropy-loss-fusion`` (off by default) runs the same
+  passes in fewer kernels and is not priced apart;
 - ``eager``, PyTorch's ``cross_entropy`` on ``logits.float()`` (torchtitan's loss,
   not compiled): the cast (6) and ``log_softmax`` (8) forward; backward
   ``nll_loss``'s zeroed gradient (4), ``log_softmax``'s backward (12) and the cast
   back (6);
 - ``loss_parallel``, ``eager`` on vocabulary-sharded logits (PyTorch 2.13.0,
   ``torch/distributed/tensor/parallel/loss.py``): forward the cast, ``amax``,
-  subtract, ``exp``, ``sum`` and the subtract of the log-sum (6 + 4 + 8 + 8 + 4 + 8);
-  backward a zeroed gradient, ``exp``, an add, the multiply and the cast back
-  (4 + 8 + 12 + 8 + 6).
+  subtract, ``exp``, ``sum`` and the subtract of the log-sum
+  (6 + 4 + 8 + 8 + 4 + 8); backward a zeroed gradient, ``exp``, an add, the
+  multiply and the cast back (4 + 8 + 12 + 8 + 6).
 
 ``tests/runtime/test_loss_bytes_torch.py`` recounts ``eager`` and ``fused`` under
 PyTorch."""
@@ -176,7 +176,7 @@ def loss_bytes(
     tp: int = 1,
     loss: str = "fused",
 ) -> int:
-    """HBM bytes the loss moves for one micro-batch on one GPU, forward and backward.
+    """HBM bytes the loss moves for one micro-batch on one GPU, both passes.
 
         bytes = LOSS_BYTES[kernel] · s·b·V / t
 
@@ -197,10 +197,8 @@ def loss_bytes(
 
     Raises ``ValueError`` for a size below 1 or an unknown *loss*.
     """
-    m = _model(model)
-    s = positive_int("seq_len", seq_len)
-    b = positive_int("micro_batch_size", micro_batch_size)
-    t = positive_int("tp", tp)
-    return _ceil(
-        Fraction(LOSS_BYTES[loss_kernel(loss, t)] * s * b * m.vocab_size, t)
+    per_logit = LOSS_BYTES[loss_kernel(loss, tp)]
+    fp32 = logits_bytes(  # 4 bytes a logit: this rank's s·b·V/t logits in fp32
+        model, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp
     )
+    return _ceil(Fraction(per_logit * fp32, 4))

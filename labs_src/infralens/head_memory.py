@@ -112,7 +112,8 @@ def loss_peak_bytes(
 def loss_kernel(loss: str, tp: int) -> str:
     """The kernel a recipe's *loss* runs at *tp*: :data:`LOSS_COPIES`' key.
 
-    ``"eager"`` on vocabulary-sharded logits (*tp* > 1) is PyTorch's ``loss_parallel``.
+    ``"eager"`` on vocabulary-sharded logits (*tp* > 1) is PyTorch's
+    ``loss_parallel``.
 
     >>> loss_kernel("eager", 1), loss_kernel("eager", 8), loss_kernel("fused", 8)
     ('eager', 'loss_parallel', 'fused')

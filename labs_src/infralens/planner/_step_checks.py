@@ -154,7 +154,8 @@ def tp_overlap_runs(
     parallelism, which it turns off at tp 1 (``megatron/training/arguments.py:1436-1442``
     at d98e8a6). Under ``zero_stage=3`` it is PyTorch's asynchronous TP, a
     ``torch.compile`` pass torchtitan refuses to run without compiling
-    (``parallelize_llama.py:54-58`` at 9dec370), so eager element-wise kernels rule it out."""
+    (``parallelize_llama.py:54-58`` at 9dec370), so eager element-wise kernels
+    rule it out."""
     if not overlap:
         return
     if tp == 1 or not sequence_parallel:
@@ -163,8 +164,8 @@ def tp_overlap_runs(
         )
     if zero_stage == 3 and elementwise == "eager":
         raise ValueError(
-            "tp_comm_overlap under zero_stage=3 is PyTorch's asynchronous TP, which "
-            "needs torch.compile: not with elementwise='eager'"
+            "tp_comm_overlap under zero_stage=3 is PyTorch's asynchronous TP, "
+            "which needs torch.compile: not with elementwise='eager'"
         )
 
 

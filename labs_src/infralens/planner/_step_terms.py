@@ -106,7 +106,7 @@ def microbatch_compute(
         recompute=recompute, tp=tp, sequence_parallel=sequence_parallel and tp > 1,
         materialized=kernel == "materialized",
     )  # fmt: skip
-    # the loss's passes over this rank's s·b·V/t logits (its sequence share under CP)
+    # the loss's passes over this rank's s·b·V/t logits (its share of s under CP)
     head = loss_bytes(m, seq_len=seq_len // cp, micro_batch_size=tokens // seq_len,
                       tp=tp, loss=loss)  # fmt: skip
     elementwise_s = (
@@ -329,11 +329,11 @@ def tensor_parallel(
     output before the forward gather (``layernorm_linear.py:283-312``), the saved input
     it re-gathers and the output gradient it gathers backward
     (``module/base.py:1688-1752``); the reduce-scatters move the bf16 gradients.
-    With *fp8_forward* only the forward all-gathers move FP8: torchao's Float8 tensor
-    parallelism, which torchtitan applies with Float8 (``parallelize_llama.py:148-167``
-    at 9dec370), casts each block input to FP8 before it gathers it
-    (``float8_tensor_parallel.py:196-217`` at torchao eab345c); the gradients that
-    backward gathers and scatters stay bf16.
+    With *fp8_forward* only the forward all-gathers move FP8: torchao's Float8
+    tensor parallelism, which torchtitan applies with Float8
+    (``parallelize_llama.py:148-167`` at 9dec370), casts each block input to
+    FP8 before it gathers it (``float8_tensor_parallel.py:196-217`` at torchao
+    eab345c); the gradients that backward gathers and scatters stay bf16.
 
     With *row* (from :func:`row_gemms`: Megatron-Core's ``tp_comm_overlap``, Transformer
     Engine's userbuffers, which needs sequence parallelism) no TP collective blocks:
@@ -345,14 +345,17 @@ def tensor_parallel(
     ``ub_overlap_ag`` and bulk dgrad and wgrad). Each then waits only for what outlasts
     its GEMM.
 
-    With *row* and *async_tp* (PyTorch's asynchronous TP: torch.compile's
+    With *row* and *async_tp* (PyTorch's asynchronous TP: Inductor's
     ``micro_pipeline_tp`` pass, which torchtitan turns on with
-    ``enable_async_tensor_parallel``, ``parallelize_llama.py:201-205`` at 9dec370) each
-    all-gather and its matmul, and each matmul and its reduce-scatter, run as one fused,
-    micro-pipelined operator, in forward and backward graphs alike. Autograd keeps the
-    gathered input, so backward re-gathers nothing: each column-parallel linear's
-    reduce-scatter runs under its dgrad GEMM, each row-parallel one's output-gradient
-    all-gather under its own; the forward gathers move FP8 under *fp8_forward*.
+    ``enable_async_tensor_parallel``, ``parallelize_llama.py:201-205`` at
+    9dec370, on PyTorch 1963fc8 in its December 2024 benchmarks) each
+    all-gather and its matmul, and each matmul and its reduce-scatter, run as
+    one fused, micro-pipelined operator, in forward and backward graphs alike
+    (it is one of the post-grad passes Inductor runs on every graph it
+    compiles). Autograd keeps the gathered input, so backward re-gathers
+    nothing: each column-parallel linear's reduce-scatter runs under its dgrad
+    GEMM, each row-parallel one's output-gradient all-gather under its own;
+    the forward gathers move FP8 under *fp8_forward*.
     """
     # [start:tp-collectives]
     if not sequence_parallel:
