@@ -17,7 +17,7 @@ from infralens.plan import ParallelPlan
 from infralens.planner import design, fit, job, plan_file, ranking, step, worksheet_tables
 from infralens.planner.fit import gpu_memory
 from infralens.planner.job import Job
-from infralens.planner.ranking import plan_yaml, rank_plans
+from infralens.planner.ranking import _rank_plans, plan_yaml, rank_plans
 from infralens.planner.step import estimate
 from infralens.topology import Cluster
 
@@ -58,6 +58,23 @@ def test_rank_write_plan_then_memory_and_plan_price_the_same_job(tmp_path: Path)
     sheet = json.loads(_run("plan", str(path), "--format", "json"))["worksheet"]
     assert f"Step {estimate(first).seconds:.2f} s" in sheet
     assert "of 141 GB HBM: fits" in sheet
+
+
+def test_rank_with_tp_overlap_writes_a_plan_that_prices_the_same_row(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    path = tmp_path / "first.yaml"
+    args = ("rank", "--model", "llama2-70b", "--gpus", "64", "--seq-len", "4096",
+            "--global-batch", "512", "--tp-comm-overlap")  # fmt: skip
+    printed = _run(*args, "--write-plan", "1", str(path))
+    assert "TP collectives overlapped with the GEMMs" in printed.splitlines()[0]
+    c = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
+    first = _rank_plans("llama2-70b", c, seq_len=4096, global_batch_size=512,
+                        micro_batch_size=1, top=1, max_cp=8, recipe=None,
+                        tp_comm_overlap=True)[0]  # fmt: skip
+    assert first.plan.tp > 1 and first.job.tp_comm_overlap
+    assert "tp_comm_overlap: true" in path.read_text(encoding="utf-8")
+    assert plan_file.load_plan_file(path)[2] == first.job
+    assert f"| {first.estimate.seconds:.2f} |" in printed
 
 
 def test_every_option_survives_a_written_plan(tmp_path: Path) -> None:

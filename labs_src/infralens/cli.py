@@ -28,7 +28,7 @@ from infralens.model import PRESETS, model_from
 from infralens.planner.fit import HBM_BYTES, gpu_memory, render
 from infralens.planner.job import Job
 from infralens.planner.plan_file import _report, _text, load_plan_file
-from infralens.planner.ranking import RankedPlan, plan_yaml, rank_plans
+from infralens.planner.ranking import RankedPlan, _rank_plans, plan_yaml
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.sustained import from_file
 from infralens.topology import Cluster
@@ -125,19 +125,23 @@ def rank_report(
     ...
     ValueError: gpus must be a multiple of the 8 GPUs of a DGX H100 node, got 60
     """
-    args = (model, system, gpus, seq_len, global_batch, micro_batch, recipe, max_cp)
+    args = (model, system, gpus, seq_len, global_batch, micro_batch, recipe, max_cp,
+            False)  # fmt: skip
     return _table(args, _ranked(*args)[1])
 
 
-def _table(args: tuple[str, str, int, int, int, int, str | None, int], ranked: list[RankedPlan]
-           ) -> str:  # fmt: skip
+_Given = tuple[str, str, int, int, int, int, str | None, int, bool]
+
+
+def _table(args: _Given, ranked: list[RankedPlan]) -> str:
     from infralens.planner.ranking import render as render_ranking
 
-    model, system, gpus, seq_len, global_batch, micro_batch, recipe, _ = args
+    model, system, gpus, seq_len, global_batch, micro_batch, recipe, _, tp_on = args
     head = (
         f"{model} on {gpus} GPUs ({SYSTEMS[system].name}), seq_len {seq_len}, global batch "
         f"{global_batch}, micro-batch {micro_batch}: the fastest feasible plans by predicted "
         f"step time, recipe {recipe or f'{DEFAULT_RECIPE} or fsdp2'}"
+        + (", TP collectives overlapped with the GEMMs" if tp_on else "")
     )
     return head + "\n" + render_ranking(ranked)
 
@@ -145,7 +149,7 @@ def _table(args: tuple[str, str, int, int, int, int, str | None, int], ranked: l
 @typed  # the command's own names in messages: global_batch, not global_batch_size
 def _ranked(
     model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int,
-    recipe: str | None, max_cp: int = 8,
+    recipe: str | None, max_cp: int = 8, tp_comm_overlap: bool = False,
 ) -> tuple[Cluster, list[RankedPlan]]:  # fmt: skip
     node = SYSTEMS[check_choice("system", system, tuple(SYSTEMS))]
     positive_int("gpus", gpus)
@@ -156,8 +160,9 @@ def _ranked(
         )
     cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
     config = model_from(model, seq_len)  # a preset, or a shape spec at this seq_len
-    ranked = rank_plans(config, cluster, seq_len=seq_len, global_batch_size=global_batch,
-                        micro_batch_size=micro_batch, recipe=recipe, max_cp=max_cp)  # fmt: skip
+    ranked = _rank_plans(config, cluster, seq_len=seq_len, global_batch_size=global_batch,
+                         micro_batch_size=micro_batch, top=10, recipe=recipe,
+                         max_cp=max_cp, tp_comm_overlap=tp_comm_overlap)  # fmt: skip
     return cluster, ranked
 
 
@@ -273,6 +278,8 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     rank_cmd.add_argument("--max-cp", type=int, default=8,
                           help="the largest context-parallel degree searched")  # fmt: skip
+    rank_cmd.add_argument("--tp-comm-overlap", action="store_true",
+                          help="run each TP plan's collectives under its GEMMs")  # fmt: skip
     rank_cmd.add_argument("--write-plan", nargs=2, metavar=("ROW", "FILE"), default=None,
                           help="write row ROW of the ranking as a plan file")  # fmt: skip
     args = parser.parse_args(argv)
@@ -317,7 +324,7 @@ def _main(argv: Sequence[str] | None) -> int:
 def _rank(args: argparse.Namespace) -> int:
     try:
         given = (args.model, args.cluster, args.gpus, args.seq_len, args.global_batch,
-                 args.micro_batch, args.recipe, args.max_cp)  # fmt: skip
+                 args.micro_batch, args.recipe, args.max_cp, args.tp_comm_overlap)  # fmt: skip
         ranked = _ranked(*given)[
             1
         ]  # ranked once: printed, and a row written from it

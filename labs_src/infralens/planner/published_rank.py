@@ -2,7 +2,7 @@
 
 For a priced run of ``tests/data/training_runs.csv``, :func:`published_rank` gives
 :func:`~infralens.planner.ranking.rank_plans` the run's model, cluster, sequence,
-global batch, micro-batch and recipe, and finds the published degrees (tp, cp, pp,
+global batch, micro-batch, recipe and TP overlap, and finds the published degrees (tp, cp, pp,
 dp) among its rows: their position, the number of plans ranked, and how much
 slower than the first row the model prices them. A published plan the ranker does
 not list (over its memory count, outside its search, or a recipe's framework that
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
 from infralens.hardware import SYSTEMS, preset_key
-from infralens.planner.ranking import rank_plans
+from infralens.planner.ranking import _rank_plans
 from infralens.planner.step_validation import RunCheck, TrainingRun
 from infralens.topology import Cluster
 
@@ -76,10 +76,11 @@ def published_rank(row: TrainingRun, *, top: int = 1000) -> PublishedRank:
     degrees = (row.tp, row.cp, row.pp, row.dp)
     name = "tp {} cp {} pp {} dp {}".format(*degrees)
     try:
-        rows = rank_plans(row.config(), cluster, seq_len=row.seq_len,
-                          global_batch_size=row.global_batch,
-                          micro_batch_size=row.micro_batch, top=top,
-                          max_cp=max(8, row.cp), recipe=row.recipe or None)  # fmt: skip
+        rows = _rank_plans(row.config(), cluster, seq_len=row.seq_len,
+                           global_batch_size=row.global_batch,
+                           micro_batch_size=row.micro_batch, top=top,
+                           max_cp=max(8, row.cp), recipe=row.recipe or None,
+                           tp_comm_overlap=row.tp_comm_overlap)  # fmt: skip
     except ValueError as err:  # nothing feasible, or a search too large
         return PublishedRank(row.run_id, name, None, 0, why=str(err).split(";")[0])
     top_mfu = rows[0].estimate.mfu

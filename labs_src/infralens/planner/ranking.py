@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice, positive_int
+from infralens._validate import check_choice, flag, positive_int
 from infralens.hardware import SYSTEMS
 from infralens.memory import _model
 from infralens.model import TransformerConfig, shaped_model
@@ -201,11 +201,38 @@ def rank_plans(
 
     Each plan is priced under *recipe*, or, left out, under the default recipe
     (:data:`~infralens.precision.DEFAULT_RECIPE`, ZeRO-1) and FSDP2 (``fsdp2``, ZeRO-3);
-    each row names the recipe it was priced with.
+    each row names the recipe it was priced with. ``rank --tp-comm-overlap`` ranks the
+    same plans with every TP plan's collectives under its GEMMs.
 
     Raises ``ValueError`` when no plan is feasible, a size is below 1, the recipe is
     unknown, or the search is larger than :data:`MAX_SEARCH` (see :func:`search_size`).
     """
+    return _rank_plans(model, cluster, seq_len=seq_len,
+                       global_batch_size=global_batch_size,
+                       micro_batch_size=micro_batch_size, top=top, max_cp=max_cp,
+                       recipe=recipe, tp_comm_overlap=False)  # fmt: skip
+
+
+def _rank_plans(
+    model: TransformerConfig | str,
+    cluster: Cluster,
+    *,
+    seq_len: int,
+    global_batch_size: int,
+    micro_batch_size: int,
+    top: int,
+    max_cp: int,
+    recipe: str | None,
+    tp_comm_overlap: bool,
+) -> list[RankedPlan]:
+    """:func:`rank_plans`, and with *tp_comm_overlap* every plan of tp > 1 runs its TP
+    collectives under its GEMMs (Transformer Engine's userbuffers; PyTorch's
+    asynchronous TP under FSDP): a recipe that refuses the overlap drops the plan, and
+    a tp 1 plan, with nothing to overlap, is priced as without it. ``rank
+    --tp-comm-overlap`` and :func:`~infralens.planner.published_rank.published_rank`
+    (for a run that overlapped) rank through it. Raises what :func:`rank_plans`
+    raises, and ``TypeError`` for a *tp_comm_overlap* that is not a bool."""
+    overlap = flag("tp_comm_overlap", tp_comm_overlap)
     m = _model(model)
     recipes = (
         (DEFAULT_RECIPE, "fsdp2")
@@ -246,6 +273,7 @@ def rank_plans(
                             micro_batch_size=micro_batch_size, recompute=recompute,
                             schedule=schedule, chunks=chunks, recipe=name,
                             account_for_embedding=split, account_for_loss=split,
+                            tp_comm_overlap=overlap and plan.tp > 1,
                         )  # fmt: skip
                     except ValueError:
                         continue
@@ -271,7 +299,8 @@ def rank_plans(
     return [
         RankedPlan(Job(m, plan, cluster, seq_len, global_batch_size, micro_batch_size,
                        recipe=name, recompute=mode, schedule=sched, chunks=v,
-                       account_for_embedding=split, account_for_loss=split), e)
+                       account_for_embedding=split, account_for_loss=split,
+                       tp_comm_overlap=overlap and plan.tp > 1), e)
         for _, e, plan, name, mode, sched, v, split in found[:n]
     ]  # fmt: skip
 
