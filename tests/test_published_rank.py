@@ -18,14 +18,35 @@ def test_the_position_is_the_published_degrees_row_in_rank_plans() -> None:
     row = RUNS["narayanan-3.6b"]
     got = published_rank(row)
     cluster = Cluster.from_node_shape(f"{row.gpus // 8}_nodes_x_8_gpus", row.system)
+    # no recipe in the row: ZeRO stage 0, Megatron without the distributed optimizer
+    assert (row.recipe, row.zero_stage) == ("", 0)
     rows = rank_plans(row.config(), cluster, seq_len=row.seq_len,
                       global_batch_size=row.global_batch, micro_batch_size=row.micro_batch,
-                      top=1000)  # fmt: skip
+                      top=1000, recipe="megatron-bf16")  # fmt: skip
+    assert {r.recipe for r in rows} == {"megatron-bf16"}
     at = [i for i, r in enumerate(rows, 1) if (r.plan.tp, r.plan.pp, r.plan.dp) == (2, 1, 32)]
     assert got.plan == "tp 2 cp 1 pp 1 dp 32" and [got.position] == at
     assert got.ranked == len(rows)
     slower = rows[at[0] - 1].estimate.seconds / rows[0].estimate.seconds - 1
     assert got.slower == pytest.approx(slower) and got.slower > 0
+
+
+def test_a_torchtitan_run_is_ranked_among_the_fsdp2_plans_it_ran() -> None:
+    row = RUNS["torchtitan-a100-llama3-8b"]
+    assert (row.recipe, row.zero_stage) == ("", 3)
+    got = published_rank(row)
+    cluster = Cluster.from_node_shape(f"{row.gpus // 8}_nodes_x_8_gpus", row.system)
+    rows = rank_plans(row.config(), cluster, seq_len=row.seq_len,
+                      global_batch_size=row.global_batch, micro_batch_size=row.micro_batch,
+                      top=1000, recipe="fsdp2")  # fmt: skip
+    at = [i for i, r in enumerate(rows, 1) if (r.plan.tp, r.plan.cp, r.plan.dp) == (1, 1, 64)]
+    assert [got.position] == at and got.ranked == len(rows)
+    assert got.first_mfu == rows[0].estimate.mfu
+    # both recipes: a Megatron-Core plan with context parallelism would come first
+    both = rank_plans(row.config(), cluster, seq_len=row.seq_len,
+                      global_batch_size=row.global_batch, micro_batch_size=row.micro_batch,
+                      top=1)  # fmt: skip
+    assert both[0].recipe != "fsdp2" and both[0].estimate.mfu > rows[0].estimate.mfu
 
 
 def test_a_plan_outside_the_search_says_why() -> None:

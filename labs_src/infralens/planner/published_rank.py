@@ -2,9 +2,10 @@
 
 For a priced run of ``tests/data/training_runs.csv``, :func:`published_rank` gives
 :func:`~infralens.planner.ranking.rank_plans` the run's model, cluster, sequence,
-global batch, micro-batch, recipe and TP overlap, and finds the published degrees (tp, cp, pp,
-dp) among its rows: their position, the number of plans ranked, and how much
-slower than the first row the model prices them. A published plan the ranker does
+global batch, micro-batch, recipe (its own, else the one its ZeRO stage stands for)
+and TP overlap, and finds the published degrees (tp, cp, pp, dp) among its rows:
+their position, the number of plans ranked, and how much slower than the first
+row the model prices them. A published plan the ranker does
 not list (over its memory count, outside its search, or a recipe's framework that
 cannot run it) has no position, and the table says why the search came back empty
 where it did. The ranker prices every row with the same model, so a published plan
@@ -13,10 +14,10 @@ that the published team chose for a reason the model does not price.
 
 >>> from infralens.planner.step_validation import load_runs
 >>> row = next(r for r in load_runs("tests/data/training_runs.csv")
-...            if r.run_id == "torchtitan-h100-llama3.1-8b-8gpu")
->>> r = published_rank(row)
+...            if r.run_id == "torchtitan-a100-llama3-70b")
+>>> r = published_rank(row)  # FSDP2 on 64 A100s, ranked among FSDP2 plans
 >>> r.plan, r.position, r.ranked, round(r.slower, 3)
-('tp 1 cp 1 pp 1 dp 8', 6, 20, 0.064)
+('tp 1 cp 1 pp 1 dp 64', 6, 42, 0.102)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
 from infralens.hardware import SYSTEMS, preset_key
+from infralens.planner._step_checks import resolve_recipe
 from infralens.planner.ranking import _rank_plans
 from infralens.planner.step_validation import RunCheck, TrainingRun
 from infralens.topology import Cluster
@@ -75,11 +77,13 @@ def published_rank(row: TrainingRun, *, top: int = 1000) -> PublishedRank:
     )
     degrees = (row.tp, row.cp, row.pp, row.dp)
     name = "tp {} cp {} pp {} dp {}".format(*degrees)
+    # the recipe the run is priced with: its own, else the one its ZeRO stage stands for
+    recipe = resolve_recipe(row.recipe or None, row.zero_stage)[0]
     try:
         rows = _rank_plans(row.config(), cluster, seq_len=row.seq_len,
                            global_batch_size=row.global_batch,
                            micro_batch_size=row.micro_batch, top=top,
-                           max_cp=max(8, row.cp), recipe=row.recipe or None,
+                           max_cp=max(8, row.cp), recipe=recipe.name,
                            tp_comm_overlap=row.tp_comm_overlap)  # fmt: skip
     except ValueError as err:  # nothing feasible, or a search too large
         return PublishedRank(row.run_id, name, None, 0, why=str(err).split(";")[0])
