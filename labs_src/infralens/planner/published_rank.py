@@ -77,9 +77,9 @@ def published_rank(row: TrainingRun, *, top: int = 1000) -> PublishedRank:
     )
     degrees = (row.tp, row.cp, row.pp, row.dp)
     name = "tp {} cp {} pp {} dp {}".format(*degrees)
-    # the recipe the run is priced with: its own, else the one its ZeRO stage stands for
-    recipe = resolve_recipe(row.recipe or None, row.zero_stage)[0]
     try:
+        # the recipe the run is priced with: its own, else its ZeRO stage's
+        recipe = resolve_recipe(row.recipe or None, row.zero_stage)[0]
         rows = _rank_plans(row.config(), cluster, seq_len=row.seq_len,
                            global_batch_size=row.global_batch,
                            micro_batch_size=row.micro_batch, top=top,
