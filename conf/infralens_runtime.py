@@ -257,6 +257,8 @@ def _plan_page(app: Any) -> Any:
         number("micro-batch", "Micro-batch (sequences)", 1),
         select("recipe", "Precision and framework recipe",
                [("", f"{DEFAULT_RECIPE} or fsdp2, the faster")] + [(k, k) for k in RECIPES], ""),
+        select("tp-comm-overlap", "TP communication",
+               [("", "exposed"), ("on", "under the GEMMs (--tp-comm-overlap)")], ""),
         select("gpu", "GPU memory (for the memory check)", [(k, k) for k in HBM_BYTES],
                hbm_map["dgx-h100"]),
     ))  # fmt: skip

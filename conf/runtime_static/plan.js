@@ -9,7 +9,8 @@
   const command = document.querySelector(".infralens-plan-command code");
   const links = JSON.parse(form.dataset.links);
   const hbm = JSON.parse(form.dataset.hbm);
-  const FIELDS = ["model", "cluster", "gpus", "seq-len", "global-batch", "micro-batch", "recipe"];
+  const FIELDS = ["model", "cluster", "gpus", "seq-len", "global-batch", "micro-batch", "recipe",
+    "tp-comm-overlap"];
   // The custom shape: `rank --model`'s shape keys, in the order the command takes them.
   const SHAPE = ["layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size", "gated_mlp"];
   const shapeBox = form.querySelector(".infralens-plan-shape");
@@ -33,6 +34,10 @@
     for (const name of FIELDS) {
       const value = name === "model" ? modelArg() : field(name).value.trim();
       if (name === "recipe" && !value) continue;
+      if (name === "tp-comm-overlap") {  // a flag: present or absent
+        if (value === "on") args.push("--tp-comm-overlap");
+        continue;
+      }
       args.push(`--${name}`, value);
     }
     return args;

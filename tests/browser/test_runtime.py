@@ -217,7 +217,7 @@ def _cli_rank(args: list[str]) -> tuple[int, str, str]:
 
 JOBS = [
     {"model": "llama3-8b", "cluster": "dgx-h100", "gpus": "16", "seq-len": "8192",
-     "global-batch": "64", "recipe": "fsdp2"},
+     "global-batch": "64", "recipe": "fsdp2", "tp-comm-overlap": "on"},
     {"model": "llama3-70b", "cluster": "dgx-h100", "gpus": "16384", "seq-len": "4096",
      "global-batch": "4096"},
     {"model": "llama3.1-405b", "cluster": "dgx-h100", "gpus": "16384", "seq-len": "8192",
@@ -240,11 +240,12 @@ def _model_arg(job: dict[str, str]) -> str:
 
 def _fill(driver: Any, job: dict[str, str]) -> WebElement:
     form = driver.find_element(By.CSS_SELECTOR, "form.infralens-plan")
-    names = ["model", "cluster", "gpus", "seq-len", "global-batch", "micro-batch", "recipe"]
+    names = ["model", "cluster", "gpus", "seq-len", "global-batch", "micro-batch", "recipe",
+             "tp-comm-overlap"]  # fmt: skip
     if job["model"] == "custom":
         names += SHAPE_KEYS
     for name in names:
-        value = job.get(name, {"micro-batch": "1", "recipe": ""}.get(name, ""))
+        value = job.get(name, {"micro-batch": "1"}.get(name, ""))
         driver.execute_script(
             "const f = arguments[0].elements.namedItem(arguments[1]);"
             "f.value = arguments[2]; f.dispatchEvent(new Event('change'));",
@@ -350,6 +351,8 @@ def test_the_planner_prints_the_commands_plans(
              for x in (f"--{name}", job[name])]  # fmt: skip
     if job.get("recipe"):
         args += ["--recipe", job["recipe"]]
+    if job.get("tp-comm-overlap") == "on":  # the form's select becomes the flag
+        args += ["--tp-comm-overlap"]
     status, printed, _ = _cli_rank(args)
     assert status == 0
     cells = driver.execute_script(
