@@ -579,3 +579,17 @@ def test_a_source_never_grades_a_constant_it_helped_fit() -> None:
         for c in checks:
             if c.row.family == family and shared is not None:
                 assert held[c.row.run_id] == pytest.approx((1 + c.error) / shared - 1)
+
+
+def test_the_run_table_gives_each_error_second() -> None:
+    # The table is wider than the page: the error, its point, comes right after the run.
+    from infralens.planner.step_validation import markdown_report
+
+    row = next(r for r in RUNS if r.run_id == "llama3-405b-128k-16384")
+    c = check_run(row)
+    head, _, line = markdown_report([c]).splitlines()
+    assert [h.strip() for h in head.split("|")[1:4]] == ["run", "error", "published"]
+    cells = [x.strip() for x in line.split("|")[1:-1]]
+    assert cells[0] == row.run_id and len(cells) == 11
+    assert cells[1] == " or ".join(f"{100 * e:+.0f} % ({k})" for k, e in c.readings)
+    assert cells[-1].startswith(f"[{row.source}](")

@@ -293,13 +293,14 @@ def median_error(checks: list[RunCheck]) -> float:
 
 @typed
 def markdown_report(checks: list[RunCheck]) -> str:
-    """One table row per published run: configuration, published, predicted, error, source."""
+    """One table row per published run: the error first, then published, predicted,
+    configuration and source, so the error shows where the table is wider than the page."""
     units = {"tflops": "TFLOP/s/GPU", "tokens_per_s": "tokens/s/GPU", "step_s": "s/step",
              "step_ms": "ms/step"}  # fmt: skip
     lines = [
-        "| run | hardware | GPUs | tp·cp·pp·dp | batch × seq | metric | published | predicted "
-        "| error | bound by | source |",
-        "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+        "| run | error | published | predicted | metric | tp·cp·pp·dp | batch × seq | GPUs "
+        "| hardware | bound by | source |",
+        "| --- | ---: | ---: | ---: | --- | --- | --- | ---: | --- | --- | --- |",
     ]
     for c in checks:
         r = c.row
@@ -308,10 +309,10 @@ def markdown_report(checks: list[RunCheck]) -> str:
         error = " or ".join(f"{100 * e:+.0f} % ({k})" if k else f"{100 * e:+.0f} %"
                             for k, e in c.readings)  # fmt: skip
         lines.append(
-            f"| {r.run_id} | {r.hardware} | {r.gpus:,} | {r.tp}·{r.cp}·{r.pp}·{r.dp} | "
-            f"{r.global_batch:,} × {r.seq_len:,} | {units[r.metric]}{count} | "
-            f"{r.published:,.{digits}f} | {c.predicted:,.{digits}f} | {error} | {c.bottleneck} | "
-            f"[{r.source}]({r.url}) |"
+            f"| {r.run_id} | {error} | {r.published:,.{digits}f} | "
+            f"{c.predicted:,.{digits}f} | {units[r.metric]}{count} | "
+            f"{r.tp}·{r.cp}·{r.pp}·{r.dp} | {r.global_batch:,} × {r.seq_len:,} | "
+            f"{r.gpus:,} | {r.hardware} | {c.bottleneck} | [{r.source}]({r.url}) |"
         )
     return "\n".join(lines) + "\n"
 
