@@ -144,6 +144,8 @@ def pdf(session: nox.Session) -> None:
     """Build the PDF handbook into build/latex/infralens.pdf through latexmk."""
     if shutil.which("latexmk") is None or shutil.which("pdflatex") is None:
         session.error(f"latexmk or pdflatex not found; install TeX: apt-get install {TEX_PACKAGES}")
+    if shutil.which("pdftotext") is None:  # tests/test_pdf_output.py reads the PDF back
+        session.error("pdftotext not found; install it: apt-get install poppler-utils")
     session.install("-e", ".[docs]")
     # No figure text under 7 pt at the size the page prints it (no TeX needed).
     session.run(
