@@ -1,14 +1,14 @@
 """Where each published plan ranks among the plans ``rank`` proposes for its job.
 
-For a priced run of ``tests/data/training_runs.csv``, :func:`published_rank` gives
-:func:`~infralens.planner.ranking.rank_plans` the run's model, cluster, sequence,
-global batch, micro-batch, recipe (its own, else the one its ZeRO stage stands for)
-and TP overlap, and finds the published degrees (tp, cp, pp, dp) among its rows:
-their position, the number of plans ranked, and how much slower than the first
-row the model prices them. A published plan the ranker does
-not list (over its memory count, outside its search, or a recipe's framework that
-cannot run it) has no position, and the table says why the search came back empty
-where it did. The ranker prices every row with the same model, so a published plan
+For a priced run of ``tests/data/training_runs.csv``, :func:`published_rank` ranks
+the run's job as :func:`~infralens.planner.ranking.rank_plans` does: its model,
+cluster, sequence, global batch, micro-batch, recipe (its own, else the one its ZeRO
+stage stands for) and TP overlap, and finds the published degrees (tp, cp, pp, dp)
+among its rows: their position, the number of plans ranked, and how much slower
+than the first row the model prices them. A published plan the ranker does not list
+(over its memory count, outside its search, or a recipe's framework that cannot run
+it) has no position, and the table says why the search came back empty where it
+did. The ranker prices every row with the same model, so a published plan
 ranked low says the model prefers another plan by more than it can tell apart, or
 that the published team chose for a reason the model does not price.
 
