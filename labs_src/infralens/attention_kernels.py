@@ -56,7 +56,8 @@ ATTENTION_CEILINGS: dict[str, dict[str, tuple[int, int]]] = {
 """Measured attention-kernel ceilings in FLOP/s by kernel and :data:`infralens.hardware.GPUS`
 key. The H200 shares the H100's compute die and clocks and is priced with its figures, as
 Bekman's table does for matmuls; the 500 W HBM2e H100 shares the die at lower clocks, so
-the SXM figures bound it from above. No kernel here has a published Blackwell figure."""
+the SXM figures bound it from above. The table holds no Blackwell figure, so no Blackwell
+part can be priced."""
 
 _SAME_DIE = {"h200-sxm-141gb": "h100-sxm5-80gb", **CEILING_STAND_IN}
 
