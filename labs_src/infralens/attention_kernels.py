@@ -100,10 +100,10 @@ def attention_flops_per_token(
     >>> fwd, bwd = attention_flops_per_token(m, seq_len=8192)
     >>> fwd == 2 * 32 * 4096 * 8192, bwd / fwd
     (True, 2.5)
-    >>> attention_flops_per_token(m, seq_len=8192, kernel="flash4")
+    >>> attention_flops_per_token(m, seq_len=8192, kernel="flash4")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: kernel must be one of 'flash2', 'flash3', 'cudnn', 'materialized'; got 'flash4'
+    ValueError: kernel must be one of 'flash2', 'flash3', 'cudnn', 'materialized'; got ...
 
     Raises ``ValueError`` for an unknown *kernel* or *recompute*, or *seq_len* below 1.
     """
@@ -144,12 +144,13 @@ def attention_seconds(
     >>> fa2 = attention_seconds(m, seq_len=8192, tokens=8192, gpu="h100-sxm5-80gb")
     >>> fa3 = attention_seconds(m, seq_len=8192, tokens=8192, gpu="h100-sxm5-80gb",
     ...                         kernel="flash3")
-    >>> round(fa2 / fa3, 2)                           # FlashAttention-3 over -2 on an H100
+    >>> round(fa2 / fa3, 2)                  # FlashAttention-3 over -2 on an H100
     1.77
     >>> a100 = "a100-sxm4-80gb"
     >>> t = attention_seconds(m, seq_len=8192, tokens=1, gpu=a100, kernel="materialized")
     >>> fwd, bwd = attention_flops_per_token(m, seq_len=8192, kernel="materialized")
-    >>> round(t / ((fwd + bwd) / matmul_ceiling(a100)), 2)  # HBM-bound: its FLOPs alone are faster
+    >>> # HBM-bound: its FLOPs alone, at the matmul ceiling, would run faster
+    >>> round(t / ((fwd + bwd) / matmul_ceiling(a100)), 2)
     2.77
     >>> attention_seconds(m, seq_len=8192, tokens=1, gpu="a100-sxm4-80gb", kernel="cudnn")
     Traceback (most recent call last):

@@ -74,10 +74,11 @@ def grad_accum_steps_for(
     16
     >>> grad_accum_steps_for(global_batch_size=8, micro_batch_size=1, dp_size=8)
     1
-    >>> grad_accum_steps_for(global_batch_size=1000, micro_batch_size=4, dp_size=64)
+    >>> grad_accum_steps_for(global_batch_size=1000, micro_batch_size=4,
+    ...                      dp_size=64)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: global_batch_size must divide by micro_batch_size * dp_size: 1000 % (4 * 64) = 232
+    ValueError: global_batch_size must divide by micro_batch_size * dp_size: ... = 232
 
     Raises ``ValueError`` if an argument is not a positive int or the global
     batch is not a whole multiple of ``micro_batch_size * dp_size``.

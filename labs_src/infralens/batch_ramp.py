@@ -78,8 +78,8 @@ def critical_batch_tokens(loss: float) -> float:
     and tokenizer; read it as a trend (the critical batch grows as the loss
     falls), not as a number for another corpus.
 
-    >>> round(critical_batch_tokens(3.0) / 1e6, 2), round(critical_batch_tokens(2.0) / 1e6, 2)
-    (1.07, 7.37)
+    >>> [round(critical_batch_tokens(loss) / 1e6, 2) for loss in (3.0, 2.0)]
+    [1.07, 7.37]
     >>> critical_batch_tokens(0.0)
     Traceback (most recent call last):
     ...
@@ -138,7 +138,8 @@ def ramp_stage(
 
     >>> for tokens, seq in ((4 * 2**20, 4096), (8 * 2**20, 8192), (16 * 2**20, 8192)):
     ...     s = ramp_stage(tokens, seq_len=seq, gpus=16384, tp=8, pp=16)
-    ...     print(s.sequences, s.microbatches, s.tokens_per_gpu, s.bubble, s.fills_pipeline)
+    ...     print(s.sequences, s.microbatches, s.tokens_per_gpu, s.bubble,
+    ...           s.fills_pipeline)
     1024 8 256 15/8 False
     1024 8 512 15/8 False
     2048 16 1024 15/16 True

@@ -263,7 +263,8 @@ def overlap(
     ((Fraction(2, 1), Fraction(4, 1)), (Fraction(4, 1), Fraction(6, 1)))
     >>> result.exposed          # backward ends at 4; the second bucket ends at 6
     Fraction(2, 1)
-    >>> overlap([1, 1], [100, 100], [10**9], world_size=1, bandwidth_bytes_per_s=1).exposed
+    >>> overlap([1, 1], [100, 100], [10**9], world_size=1,
+    ...         bandwidth_bytes_per_s=1).exposed     # one rank: nothing to reduce
     Fraction(0, 1)
 
     Raises ``ValueError`` if the two lists differ in length, a time or size is

@@ -12,7 +12,8 @@ each needed chunk whole before narrowing it to the overlap.
 >>> layout = save_layout({"w": (10, 3)}, world_size=4)
 >>> [(c.rank, c.offset, c.length) for c in layout["w"]]
 [(0, 0, 3), (1, 3, 3), (2, 6, 3), (3, 9, 1)]
->>> [(r.saved_offset, r.row_in_chunk, r.row_in_dest, r.rows) for r in reshard_reads(layout, 2)[1]]
+>>> reads = reshard_reads(layout, 2)[1]          # what rank 1 of 2 reads
+>>> [(r.saved_offset, r.row_in_chunk, r.row_in_dest, r.rows) for r in reads]
 [(3, 2, 0, 1), (6, 0, 1, 3), (9, 0, 4, 1)]
 
 Weights are not enough to resume: :data:`REQUIRED_STATE` lists the rest, and
@@ -175,8 +176,9 @@ ONLINE_RL_STATE = ("policy_version", "rollout_cursor")
 def check_complete(saved_keys: Iterable[str], *, online_rl: bool = False) -> None:
     """Raise ``ValueError`` naming every part a resume needs that *saved_keys* lacks.
 
-    >>> check_complete(["model", "optimizer", "step", "lr_scheduler", "rng", "dataloader"])
-    >>> check_complete(["model", "optimizer", "step", "lr_scheduler", "rng"], online_rl=True)
+    >>> base = ["model", "optimizer", "step", "lr_scheduler", "rng"]
+    >>> check_complete([*base, "dataloader"])
+    >>> check_complete(base, online_rl=True)
     Traceback (most recent call last):
     ...
     ValueError: saved_keys: checkpoint lacks dataloader, policy_version, rollout_cursor

@@ -52,7 +52,8 @@ def memory_report(
     GPU (the file's ``training.gpu``, else its cluster's), the one ``plan`` and
     ``rank`` judge it against; *hbm_gb* replaces that capacity with a number of GB.
 
-    >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16", "h100-sxm5-80gb")
+    >>> memory_report("llama3-70b", "no/such/plan.yaml", "megatron-bf16",
+    ...               "h100-sxm5-80gb")
     Traceback (most recent call last):
     ...
     ValueError: no such plan file: 'no/such/plan.yaml'

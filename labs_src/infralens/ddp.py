@@ -140,10 +140,11 @@ class DataParallelStep:
     2000000000
     >>> step.allreduce_bytes_per_rank()
     Fraction(3500000000, 1)
-    >>> step.allreduce_bytes_per_rank(no_sync=False)   # all-reduce after every micro-batch
+    >>> step.allreduce_bytes_per_rank(no_sync=False)   # after every micro-batch
     Fraction(7000000000, 1)
-    >>> DataParallelStep(dp_size=1, micro_batch_size=1, grad_accum_steps=1,
-    ...                  num_params=10).allreduce_bytes_per_rank()   # one rank sends nothing
+    >>> alone = DataParallelStep(dp_size=1, micro_batch_size=1, grad_accum_steps=1,
+    ...                          num_params=10)
+    >>> alone.allreduce_bytes_per_rank()               # one rank sends nothing
     Fraction(0, 1)
 
     Raises ``ValueError`` if a field is not a positive int.

@@ -129,7 +129,7 @@ def local_shape(
     (4, 2)
     >>> local_shape((7, 5), (2, 2), ("S(0)", "S(0)"), (1, 1))   # 7 -> 4, 3 -> 2, 1
     (1, 5)
-    >>> local_shape((6, 4), (2, 4), ("R", "S(0)"), (1, 3))        # HSDP: torch.chunk's tail
+    >>> local_shape((6, 4), (2, 4), ("R", "S(0)"), (1, 3))   # HSDP: torch.chunk's tail
     (0, 4)
     >>> local_shape((6, 4), (2, 4), ("R", "S(2)"), (0, 0))
     Traceback (most recent call last):
@@ -179,7 +179,8 @@ def fsdp_tp_local_shape(
     (FSDP2 records it as ``_StridedShard``), the reverse of
     :func:`local_shape` with ``("S(0)", "S(0)")``.
 
-    >>> fsdp_tp_local_shape((6, 5), tp_dim=0, tp=2, dp=2, tp_rank=0, dp_rank=1)  # 6 -> 3 -> 1
+    >>> fsdp_tp_local_shape((6, 5), tp_dim=0, tp=2, dp=2,
+    ...                     tp_rank=0, dp_rank=1)           # 6 -> 3 -> 1
     (1, 5)
     >>> local_shape((6, 5), (2, 2), ("S(0)", "S(0)"), (1, 0))  # dp first: 6 -> 3 -> 2
     (2, 5)
@@ -217,8 +218,10 @@ def mesh_dims(
     slowest over all of them.
 
     >>> c = Cluster.from_node_shape("4_nodes_x_8_gpus", "dgx-h100")
-    >>> [(d.name, d.link, d.groups[0]) for d in mesh_dims(c, (4, 8), ("replicate", "shard"))]
-    [('replicate', 'network', (0, 8, 16, 24)), ('shard', 'nvlink', (0, 1, 2, 3, 4, 5, 6, 7))]
+    >>> for d in mesh_dims(c, (4, 8), ("replicate", "shard")):
+    ...     print(d.name, d.link, d.groups[0])
+    replicate network (0, 8, 16, 24)
+    shard nvlink (0, 1, 2, 3, 4, 5, 6, 7)
     >>> mesh_dims(c, (8, 8), ("dp", "tp"))
     Traceback (most recent call last):
     ...

@@ -218,7 +218,8 @@ def layer_seconds(
     >>> balanced, hot = [4] * 8, [18, 2, 2, 2, 2, 2, 2, 2]
     >>> layer_seconds(hot, 4, 1, 1) / layer_seconds(balanced, 4, 1, 1)
     Fraction(5, 2)
-    >>> layer_seconds(hot, 4, 1, 1, capacity=5) / layer_seconds(balanced, 4, 1, 1, capacity=5)
+    >>> capped = {"capacity": 5}
+    >>> layer_seconds(hot, 4, 1, 1, **capped) / layer_seconds(balanced, 4, 1, 1, **capped)
     Fraction(1, 1)
 
     Raises ``ValueError`` for a non-positive rate, a negative load or

@@ -88,7 +88,7 @@ def expert_capacity(
     must buffer every copy; at k = 1 it is Switch's rule exactly. The factor
     is converted exactly (``Fraction``), so 1.25 is 5/4.
 
-    >>> expert_capacity(6, 3), expert_capacity(6, 3, capacity_factor=1.5)  # Switch's Fig. 3
+    >>> expert_capacity(6, 3), expert_capacity(6, 3, capacity_factor=1.5)  # Switch Fig. 3
     (2, 3)
     >>> expert_capacity(4096, 64, top_k=2, capacity_factor=1.25)
     160

@@ -13,9 +13,10 @@ that is depends on the algorithm NCCL runs (NCCL 2.30.7):
 - **CollNet** with SHARP switches sends each node's reduced buffer into the
   switches once and receives the sum once: ``S`` each way at any scale.
 
->>> [node_egress_bytes(a, 1, nodes=2, gpus_per_node=8) for a in ("ring", "tree", "collnet")]
+>>> algorithms = ("ring", "tree", "collnet")
+>>> [node_egress_bytes(a, 1, nodes=2, gpus_per_node=8) for a in algorithms]
 [Fraction(15, 8), Fraction(1, 1), Fraction(1, 1)]
->>> [node_egress_bytes(a, 1, nodes=64, gpus_per_node=8) for a in ("ring", "tree", "collnet")]
+>>> [node_egress_bytes(a, 1, nodes=64, gpus_per_node=8) for a in algorithms]
 [Fraction(511, 256), Fraction(2, 1), Fraction(1, 1)]
 
 NVLS needs GPU memory the switch can multicast into; NCCL allocates it per

@@ -23,7 +23,8 @@ float8 conversion skips the module named ``output``). Four costs follow:
 >>> fp8 = fp8_gemm_flops_per_token(m, recompute="none")
 >>> round(fp8 / gemm_flops_per_token(m, recompute="none"), 3)    # the output layer's 7 %
 0.93
->>> quantize_bytes(m, seq_len=8192, micro_batch_size=1, scaling="delayed") / 10**6  # one layer
+>>> # one layer's quantisation traffic, in MB
+>>> quantize_bytes(m, seq_len=8192, micro_batch_size=1, scaling="delayed") / 10**6
 2013.26592
 """
 
@@ -109,7 +110,8 @@ def fp8_gemm_flops_per_token(
 
     >>> from infralens.model import PRESETS
     >>> m = PRESETS["llama3-70b"]
-    >>> gemm_flops_per_token(m, recompute="full") - fp8_gemm_flops_per_token(m, recompute="full")
+    >>> both = gemm_flops_per_token(m, recompute="full")
+    >>> both - fp8_gemm_flops_per_token(m, recompute="full")
     6304038912
 
     Raises ``ValueError`` for an unknown *recompute* or *stack*.
@@ -208,7 +210,8 @@ def weight_quantize_bytes(
 
     >>> weight_quantize_bytes(10**9, scaling="delayed", fp8_params=True) // 10**9
     2
-    >>> weight_quantize_bytes(10**9, scaling="current", stack="pytorch", microbatches=4) // 10**9
+    >>> weight_quantize_bytes(10**9, scaling="current", stack="pytorch",
+    ...                       microbatches=4) // 10**9
     48
 
     Raises ``ValueError`` for an unknown *scaling* or *stack*, or sizes below 1.

@@ -8,7 +8,8 @@ in the order FSDP2 (PyTorch 2.13) issues them and counts the full-size
 parameters alive at each moment; :mod:`infralens.fsdp_memory` turns those
 moments into the bytes a rank holds.
 
->>> units = [Unit("layer0", ((6, 4),)), Unit("layer1", ((8, 6),)), Unit("layer2", ((10, 8),))]
+>>> shapes = ((6, 4), (8, 6), (10, 8))
+>>> units = [Unit(f"layer{i}", (shape,)) for i, shape in enumerate(shapes)]
 >>> short = {"all_gather": "AG", "reduce_scatter": "RS"}
 >>> " ".join(f"{short[e.op]}{e.unit}" for e in step_events(units) if e.op in short)
 'AG0 AG1 AG2 AG2 AG1 RS2 AG0 RS1 RS0'
@@ -100,7 +101,7 @@ def unit_shard_numel(unit: Unit, world_size: int) -> int:
 def unit_padded_numel(unit: Unit, world_size: int) -> int:
     """Elements one all-gather of *unit* produces: ``world_size * unit_shard_numel``.
 
-    >>> unit_padded_numel(Unit("lin", ((5, 3), (5,))), 4)   # 20 real elements, 12 of padding
+    >>> unit_padded_numel(Unit("lin", ((5, 3), (5,))), 4)   # 20 real, 12 of padding
     32
 
     Raises ``ValueError`` if *world_size* < 1.
@@ -218,7 +219,7 @@ def peak_live_units(
     >>> layers = [Unit(f"l{i}", ((4, 4),)) for i in range(8)]
     >>> peak_live_units(layers), peak_live_units(layers, backward_prefetch=False)
     (2, 1)
-    >>> peak_live_units(layers, reshard_after_forward=False)   # every layer stays gathered
+    >>> peak_live_units(layers, reshard_after_forward=False)   # all stay gathered
     8
     """
     events = step_events(

@@ -8,8 +8,10 @@ buffers of backward (:func:`gradient_buffer_peak`), and the whole
 (:func:`footprint`).
 
 >>> layers = [Unit(f"l{i}", ((1024, 1024),)) for i in range(8)]
->>> peak_unsharded_bytes(layers, 8), peak_unsharded_bytes(layers, 8, backward_prefetch=False)
-(4194304, 2097152)
+>>> peak_unsharded_bytes(layers, 8)
+4194304
+>>> peak_unsharded_bytes(layers, 8, backward_prefetch=False)
+2097152
 >>> footprint(Unit("r", ((6, 4),)), layers, 8, rank=8)
 Traceback (most recent call last):
 ...
@@ -99,7 +101,7 @@ def gradient_buffer_peak(
         peak = max over units of  H + P + grad(u),  H + grad(u) + rs_input(u)
 
     >>> layers = [Unit(f"l{i}", ((1024, 1024),)) for i in range(4)]
-    >>> gradient_buffer_peak(Unit("r", ((8, 1024),)), layers, 8)   # 2 + 4 bytes per element
+    >>> gradient_buffer_peak(Unit("r", ((8, 1024),)), layers, 8)   # 2 + 4 B per element
     6291456
     >>> gradient_buffer_peak(Unit("r", ((8, 4),)), [], 1, head_params=2)
     Traceback (most recent call last):
@@ -189,11 +191,13 @@ def footprint(
     - grad_buffers: :func:`gradient_buffer_peak`, the unsharded gradients
       and reduce-scatter inputs of backward (*head_params* as there).
 
-    >>> emb = Unit("root", ((128256, 4096), (128256, 4096)))   # Llama 3 8B: embedding, output
+    >>> # Llama 3 8B's embedding and output layer
+    >>> emb = Unit("root", ((128256, 4096), (128256, 4096)))
     >>> footprint(emb, [], 8).root / 10**9
     2.101346304
-    >>> footprint(Unit("r", ((6, 4),)), [Unit("l", ((6, 4),))], 4, rank=3)
-    Footprint(parameters=64, gradients=64, optimizer=0, root=64, peak_units=64, grad_buffers=176)
+    >>> f = footprint(Unit("r", ((6, 4),)), [Unit("l", ((6, 4),))], 4, rank=3)
+    >>> f.parameters, f.gradients, f.optimizer, f.root, f.peak_units, f.grad_buffers
+    (64, 64, 0, 64, 64, 176)
 
     Raises ``ValueError`` for a *world_size* or *compute_bytes* below 1 or a
     *rank* outside the world.

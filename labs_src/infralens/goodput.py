@@ -122,7 +122,8 @@ def daly_interval(*, checkpoint_seconds: float, mtbf_seconds: float) -> float:
     the two agree. Daly's own examples (delta = 5 min, R = 10 min) give 117
     and 57 minutes for M = 24 h and 6 h:
 
-    >>> [round(daly_interval(checkpoint_seconds=300, mtbf_seconds=h * 3600) / 60) for h in (24, 6)]
+    >>> [round(daly_interval(checkpoint_seconds=300, mtbf_seconds=h * 3600) / 60)
+    ...  for h in (24, 6)]
     [117, 57]
     >>> daly_interval(checkpoint_seconds=7200, mtbf_seconds=3600)    # checkpoint >= 2 M
     3600.0
@@ -152,7 +153,8 @@ def optimal_checkpoint_interval(
     :func:`~infralens.goodput.young_interval` gives the first-order
     ``sqrt(2 * delta * M)``.
 
-    >>> round(optimal_checkpoint_interval(checkpoint_seconds=300, mtbf_seconds=900) / 60, 1)
+    >>> tau = optimal_checkpoint_interval(checkpoint_seconds=300, mtbf_seconds=900)
+    >>> round(tau / 60, 1)
     9.1
 
     Raises ``ValueError`` if either argument is <= 0.
@@ -170,7 +172,8 @@ def expected_loss_per_failure(
     A failure strikes on average halfway through a compute-plus-checkpoint
     segment, and the restart (reschedule, initialise, load) comes on top.
 
-    >>> expected_loss_per_failure(interval_seconds=1800, checkpoint_seconds=0, restart_seconds=600)
+    >>> expected_loss_per_failure(interval_seconds=1800, checkpoint_seconds=0,
+    ...                           restart_seconds=600)
     1500.0
 
     Raises ``ValueError`` if *interval_seconds* <= 0 or a cost is negative.
@@ -193,8 +196,9 @@ def goodput(
     ``M * exp(R / M) * (exp((tau + delta) / M) - 1)``; goodput is ``tau``
     over that. To first order it is ``1 - delta / tau - ((tau + delta) / 2 + R) / M``.
 
+    >>> # failures never happen
     >>> round(goodput(interval_seconds=1800, checkpoint_seconds=0, restart_seconds=0,
-    ...               mtbf_seconds=10**12), 6)                         # failures never happen
+    ...               mtbf_seconds=10**12), 6)
     1.0
     >>> round(goodput(interval_seconds=3600, checkpoint_seconds=60, restart_seconds=600,
     ...               mtbf_seconds=24 * 3600), 3)
@@ -228,7 +232,8 @@ def max_restart_seconds(
     :func:`optimal_checkpoint_interval`; a negative result means the
     checkpoint cost alone already misses the target.
 
-    >>> round(max_restart_seconds(target=0.9, checkpoint_seconds=1, mtbf_seconds=10**6) / 3600, 1)
+    >>> r = max_restart_seconds(target=0.9, checkpoint_seconds=1, mtbf_seconds=10**6)
+    >>> round(r / 3600, 1)
     28.9
 
     Raises ``ValueError`` unless 0 < *target* < 1, or as :func:`goodput` does.

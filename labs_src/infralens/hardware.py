@@ -180,7 +180,8 @@ def matmul_ceiling(gpu: str, precision: str = "bf16") -> int:
 
     >>> matmul_ceiling("h100-hbm2e-96gb") == MAMF_BF16["h100-sxm5-80gb"]
     True
-    >>> round(matmul_ceiling("h100-sxm5-80gb", "fp8") / matmul_ceiling("h100-sxm5-80gb"), 2)
+    >>> h100 = "h100-sxm5-80gb"
+    >>> round(matmul_ceiling(h100, "fp8") / matmul_ceiling(h100), 2)
     1.77
     >>> matmul_ceiling("a100-sxm4-80gb", "fp8")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -343,7 +344,8 @@ def preset_key(gpu: GPU) -> str:
     >>> preset_key(SYSTEMS["dgx-a100"].gpu)
     'a100-sxm4-80gb'
     >>> from dataclasses import replace
-    >>> preset_key(replace(GPUS["h100-sxm5-80gb"], name="H100 PCIe"))  # doctest: +ELLIPSIS
+    >>> pcie = replace(GPUS["h100-sxm5-80gb"], name="H100 PCIe")
+    >>> preset_key(pcie)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: gpu 'H100 PCIe' is not a preset of infralens.hardware.GPUS: ...

@@ -26,7 +26,8 @@ depends on its kernel (:data:`LOSS_COPIES`):
 ``tests/runtime/test_loss_peak_torch.py`` measures three and four with PyTorch on
 CPU (one rank, and two gloo ranks under ``loss_parallel``).
 
->>> round(loss_peak_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, loss="eager") / 1e9, 1)
+>>> eager = loss_peak_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, loss="eager")
+>>> round(eager / 1e9, 1)
 12.6
 """
 

@@ -9,8 +9,10 @@ the link they cross, come from :func:`infralens.device_mesh.mesh_dims`.
 
 >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
 >>> step = sharding_step(c, [Unit("block", ((4096, 4096),))] * 4, shard=8)
->>> step.replicate, step.shard, [(x.dim, x.op) for x in step.collectives]
-(2, 8, [('shard', 'all_gather'), ('shard', 'reduce_scatter'), ('replicate', 'all_reduce')])
+>>> step.replicate, step.shard
+(2, 8)
+>>> [(x.dim, x.op) for x in step.collectives]
+[('shard', 'all_gather'), ('shard', 'reduce_scatter'), ('replicate', 'all_reduce')]
 """
 
 from __future__ import annotations
@@ -95,8 +97,10 @@ def sharding_step(
     shard reduce_scatter 67108864 4 8 nvlink
     replicate all_reduce 8388608 4 2 network
     >>> full = sharding_step(c, [Unit("block", ((4096, 4096),))] * 4, shard=16)
-    >>> full.replicate, [x.op for x in full.collectives], full.state_bytes * 2 == hsdp.state_bytes
-    (1, ['all_gather', 'reduce_scatter'], True)
+    >>> full.replicate, [x.op for x in full.collectives]
+    (1, ['all_gather', 'reduce_scatter'])
+    >>> full.state_bytes * 2 == hsdp.state_bytes
+    True
     >>> sharding_step(c, [Unit("block", ((8,),))], shard=6)
     Traceback (most recent call last):
     ...

@@ -199,7 +199,7 @@ def spike_rewind(
     >>> restart, skipped = spike_rewind(12_345, checkpoint_every=200)
     >>> restart, skipped, len(skipped)
     (12200, range(12200, 12545), 345)
-    >>> spike_rewind(50, checkpoint_every=1000)                  # before the first checkpoint
+    >>> spike_rewind(50, checkpoint_every=1000)   # before the first checkpoint
     (0, range(0, 250))
     >>> spike_rewind(1000, checkpoint_every=0)
     Traceback (most recent call last):

@@ -12,7 +12,8 @@ The GPT shape they assume: a 4h MLP with biases, two LayerNorms per layer,
 learned positions, and an output layer tied to the token embedding
 (vocabulary 51,200 and sequence 2,048 in Table 1):
 
->>> round(megatron_param_count(layers=80, hidden=12288, vocab_size=51200, seq_len=2048) / 1e9, 1)
+>>> n = megatron_param_count(layers=80, hidden=12288, vocab_size=51200, seq_len=2048)
+>>> round(n / 1e9, 1)
 145.6
 
 For arbitrary shapes, GQA and gated MLPs use :class:`infralens.model.TransformerConfig`.
@@ -43,7 +44,8 @@ def megatron_param_count(
     out the final LayerNorm. Two rows of the paper's Table 1 (V = 51,200,
     s = 2,048):
 
-    >>> [round(megatron_param_count(layers=l, hidden=h, vocab_size=51200, seq_len=2048) / 1e9, 1)
+    >>> table1 = {"vocab_size": 51200, "seq_len": 2048}
+    >>> [round(megatron_param_count(layers=l, hidden=h, **table1) / 1e9, 1)
     ...  for l, h in ((24, 2304), (128, 25600))]
     [1.7, 1008.0]
     >>> megatron_param_count(layers=0, hidden=1, vocab_size=1, seq_len=1)
@@ -76,9 +78,10 @@ def megatron_flops_per_iteration(
     F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))   with recomputation (the paper's form)
     F = 72·B·s·l·h²·(1 + s/(6h)) + 6·B·s·h·V     without
 
-    >>> megatron_flops_per_iteration(batch_size=1, seq_len=1, layers=1, hidden=1, vocab_size=16)
+    >>> tiny = {"batch_size": 1, "layers": 1, "hidden": 1}
+    >>> megatron_flops_per_iteration(seq_len=1, vocab_size=16, **tiny)
     208
-    >>> megatron_flops_per_iteration(batch_size=1, seq_len=0, layers=1, hidden=1, vocab_size=1)
+    >>> megatron_flops_per_iteration(seq_len=0, vocab_size=1, **tiny)
     Traceback (most recent call last):
     ...
     ValueError: seq_len must be >= 1, got 0
@@ -111,7 +114,8 @@ def megatron_training_seconds(
     >>> round(megatron_training_seconds(tokens=300 * 10**9, num_params=175 * 10**9,
     ...                                 gpus=1024, flops_per_gpu=140 * 10**12) / day)
     34
-    >>> one_t = megatron_param_count(layers=128, hidden=25600, vocab_size=51200, seq_len=2048)
+    >>> one_t = megatron_param_count(layers=128, hidden=25600, vocab_size=51200,
+    ...                              seq_len=2048)
     >>> round(megatron_training_seconds(tokens=450 * 10**9, num_params=one_t,
     ...                                 gpus=3072, flops_per_gpu=163 * 10**12) / day)
     84

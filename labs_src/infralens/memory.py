@@ -16,7 +16,8 @@ activation memory; for MT-NLG (a = 128, h = 20480) the saving is 65%:
 
 >>> def saving(**model):
 ...     full = activation_bytes_per_layer(**model)
-...     return round(1 - activation_bytes_per_layer(**model, recompute="selective") / full, 2)
+...     kept = activation_bytes_per_layer(**model, recompute="selective")
+...     return round(1 - kept / full, 2)
 >>> saving(seq_len=2048, micro_batch_size=1, hidden=12288, heads=96)
 0.7
 >>> saving(seq_len=2048, micro_batch_size=1, hidden=20480, heads=128)
@@ -189,13 +190,14 @@ def activation_bytes(
     (q e·sbh, v e·sb·g·d, w1 e·sbf, w2 e·sbh; q, v and fc1 ungated), and
     the attention output e·sbh with its log-sum-exp 4·a·s·b:
 
-    >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, stack="pytorch",
-    ...                  recompute="selective")
+    >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1,
+    ...                  stack="pytorch", recompute="selective")
     521142272
 
     >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1)
     1141964800
-    >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1, attention="materialized")
+    >>> activation_bytes("llama3-8b", seq_len=8192, micro_batch_size=1,
+    ...                  attention="materialized")
     5536546816
     >>> activation_bytes("llama3-8b", seq_len=8, micro_batch_size=1, tp=16)
     Traceback (most recent call last):

@@ -10,7 +10,8 @@ receive buffer a dropless rank must be ready for, splits an MoE layer's FLOPs
 between routed and shared experts, and states DualPipe's bubble next to 1F1B's.
 
 >>> from infralens.moe_systems import network_copies, receive_rows
->>> routes = [(0, 1, 4), (6, 7)]     # two tokens on rank 0; 8 experts, one per rank, 2 nodes
+>>> # two tokens on rank 0; 8 experts, one per rank, on 2 nodes
+>>> routes = [(0, 1, 4), (6, 7)]
 >>> network_copies(routes, experts=8, ep=8, gpus_per_node=4, rank=0)
 NetworkCopies(direct=3, forwarded=2, nvlink=3)
 >>> receive_rows(4096, ep=64, experts=256, top_k=8)   # balanced vs worst case, per rank
@@ -78,9 +79,10 @@ def network_copies(
     For each token, with D its destination ranks on other nodes and N their nodes:
     direct += copies to experts on other nodes; forwarded += len(N); nvlink += len(D).
 
-    >>> network_copies([(0, 1, 2, 3)], experts=8, ep=8, gpus_per_node=4, rank=0)  # all local
+    >>> local = {"experts": 8, "ep": 8, "gpus_per_node": 4, "rank": 0}
+    >>> network_copies([(0, 1, 2, 3)], **local)   # all on rank 0's node
     NetworkCopies(direct=0, forwarded=0, nvlink=0)
-    >>> network_copies([(4, 5, 6, 7)], experts=8, ep=8, gpus_per_node=4, rank=0)
+    >>> network_copies([(4, 5, 6, 7)], **local)
     NetworkCopies(direct=4, forwarded=1, nvlink=4)
     >>> network_copies([(0,)], experts=8, ep=6, gpus_per_node=4, rank=0)
     Traceback (most recent call last):
@@ -112,7 +114,7 @@ def expected_nodes(experts: int, nodes: int, top_k: int) -> Fraction:
 
     >>> expected_nodes(experts=8, nodes=2, top_k=1)
     Fraction(1, 1)
-    >>> round(float(expected_nodes(experts=256, nodes=8, top_k=8)), 2)   # DeepSeek-V3's shape
+    >>> round(float(expected_nodes(experts=256, nodes=8, top_k=8)), 2)   # DeepSeek-V3
     5.29
     >>> expected_nodes(experts=8, nodes=2, top_k=9)
     Traceback (most recent call last):
@@ -280,7 +282,7 @@ def bubble_dualpipe(
     microbatch's all-to-alls hidden under the other's compute; DualPipe holds two
     copies of the parameters (one per direction) and PP + 1 microbatches of activations.
 
-    >>> bubble_dualpipe(16, overlapped=3, backward=2, weight=1)    # F&B = F + B: no overlap
+    >>> bubble_dualpipe(16, overlapped=3, backward=2, weight=1)   # F&B = F + B
     Fraction(14, 1)
     >>> bubble_dualpipe(15, overlapped=3, backward=2, weight=1)
     Traceback (most recent call last):

@@ -62,7 +62,8 @@ def read_init_log(lines: Sequence[str]) -> InitReport:
     """Collect the network, interfaces and channel transports from *lines*.
 
     >>> r = read_init_log([
-    ...     "NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ens1:10.0.0.5<0>",
+    ...     "NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; "
+    ...     "OOB ens1:10.0.0.5<0>",
     ...     "NCCL INFO Using network IB",
     ...     "NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA",
     ...     "NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/IB/1"])

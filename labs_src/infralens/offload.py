@@ -142,7 +142,7 @@ def fsdp2_cpu_offload(
 
     >>> fsdp2_cpu_offload(10**9, dp_size=8)
     Transfers(host_to_device=1000000000, device_to_host=500000000)
-    >>> fsdp2_cpu_offload(10**9, dp_size=8, all_gathers=1)    # reshard_after_forward=False
+    >>> fsdp2_cpu_offload(10**9, dp_size=8, all_gathers=1)   # no reshard after forward
     Transfers(host_to_device=500000000, device_to_host=500000000)
 
     Raises ``ValueError`` for a count or size below 1.
@@ -205,9 +205,11 @@ def break_even_tokens(
     step on the host) is not counted.
 
     >>> t = Transfers(2 * 10**9, 2 * 10**9)
-    >>> break_even_tokens(t, params=10**9, flops_per_s=6 * 10**14, bandwidth_bytes_per_s=10**9)
+    >>> break_even_tokens(t, params=10**9, flops_per_s=6 * 10**14,
+    ...                   bandwidth_bytes_per_s=10**9)
     200000
-    >>> break_even_tokens(Transfers(0, 0), params=1, flops_per_s=1, bandwidth_bytes_per_s=1)
+    >>> break_even_tokens(Transfers(0, 0), params=1, flops_per_s=1,
+    ...                   bandwidth_bytes_per_s=1)
     0
 
     Raises ``ValueError`` for a value below 1.

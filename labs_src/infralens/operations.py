@@ -112,9 +112,10 @@ def find_hang(records: Mapping[int, Sequence[CollectiveRecord]]) -> Hang | None:
     op and size.
 
     >>> done = [CollectiveRecord(s, "all_reduce", 16, True) for s in (1, 2)]
-    >>> find_hang({0: done + [CollectiveRecord(3, "all_reduce", 32)],
-    ...            1: done + [CollectiveRecord(3, "all_reduce", 32)], 2: done})
-    Hang(seq=3, op='all_reduce', nbytes=32, missing=(2,), waiting=(0, 1), mismatched=False)
+    >>> hang = find_hang({0: done + [CollectiveRecord(3, "all_reduce", 32)],
+    ...                   1: done + [CollectiveRecord(3, "all_reduce", 32)], 2: done})
+    >>> hang.seq, hang.op, hang.nbytes, hang.missing, hang.waiting, hang.mismatched
+    (3, 'all_reduce', 32, (2,), (0, 1), False)
     >>> find_hang({0: done, 1: done[1:]}) is None   # rank 1's buffer lost seq 1
     True
     >>> find_hang({0: [CollectiveRecord(1, "all_reduce", 16)],
@@ -219,9 +220,11 @@ def find_straggler(
     >>> verdict = find_straggler(compute, comm, groups=[[0, 1, 2, 3], [4, 5, 6, 7]])
     >>> verdict.kind, verdict.ranks
     ('slow link', (4, 5, 6, 7))
-    >>> verdict.evidence
-    'group [4, 5, 6, 7] spends 0.5 s in collectives against 0.2 s elsewhere; it computes 0.6 s'
-    >>> find_straggler({0: 1.0}, {0: 0.0}, groups=[[0]]).kind    # one rank: nothing to compare
+    >>> for part in verdict.evidence.split("; "):
+    ...     print(part)
+    group [4, 5, 6, 7] spends 0.5 s in collectives against 0.2 s elsewhere
+    it computes 0.6 s
+    >>> find_straggler({0: 1.0}, {0: 0.0}, groups=[[0]]).kind   # nothing to compare
     'none'
 
     Raises ``ValueError`` if the groups overlap, miss a rank or name an

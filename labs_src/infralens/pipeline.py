@@ -14,7 +14,7 @@ The per-stage orders for GPipe, 1F1B, interleaved 1F1B and ZB-H1 live in
 >>> bubble_fraction(stages=4, microbatches=8), idle_fraction(stages=4, microbatches=8)
 (Fraction(3, 8), Fraction(3, 11))
 >>> from infralens.pipeline import zb_h1_bubble_fraction
->>> bubble_fraction(stages=4, microbatches=8, chunks=2)  # interleaving with v = 2 halves it
+>>> bubble_fraction(stages=4, microbatches=8, chunks=2)  # interleaving, v = 2: halved
 Fraction(3, 16)
 >>> zb_h1_bubble_fraction(stages=4, microbatches=8)  # ZB-H1: a third of 1F1B's
 Fraction(1, 8)
@@ -110,7 +110,7 @@ def bubble_fraction(*, stages: int, microbatches: int, chunks: int = 1) -> Fract
 
     >>> bubble_fraction(stages=4, microbatches=8)
     Fraction(3, 8)
-    >>> bubble_fraction(stages=4, microbatches=8, chunks=2)  # interleaving divides it by v
+    >>> bubble_fraction(stages=4, microbatches=8, chunks=2)  # interleaving: over v
     Fraction(3, 16)
     >>> bubble_fraction(stages=1, microbatches=1)  # one stage never waits
     Fraction(0, 1)
@@ -159,7 +159,7 @@ def zb_h1_bubble_fraction(
     ``infralens.pipeline_schedules.simulate("zb-h1", ...)`` matches it when
     m >= p and T_W <= T_F, T_B (the paper designs ZB-H1 for T_F = T_B = T_W).
 
-    >>> zb_h1_bubble_fraction(stages=4, microbatches=8)  # T_F = T_B = T_W: a third of 1F1B's
+    >>> zb_h1_bubble_fraction(stages=4, microbatches=8)   # a third of 1F1B's
     Fraction(1, 8)
     >>> zb_h1_bubble_fraction(stages=4, microbatches=8, weight=2)
     Traceback (most recent call last):

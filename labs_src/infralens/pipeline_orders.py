@@ -85,9 +85,9 @@ def torch_round_size(*, stages: int, microbatches: int) -> int:
     rounds = max(1, m // p); the round size is m / rounds, and m must be a multiple of
     rounds. Megatron-LM uses groups of N = p by default (:func:`megatron_group_size`).
 
-    >>> torch_round_size(stages=4, microbatches=8), torch_round_size(stages=4, microbatches=10)
-    (4, 5)
-    >>> torch_round_size(stages=4, microbatches=3)  # fewer microbatches than stages: one round
+    >>> [torch_round_size(stages=4, microbatches=m) for m in (8, 10)]
+    [4, 5]
+    >>> torch_round_size(stages=4, microbatches=3)   # fewer than stages: one round
     3
     >>> torch_round_size(stages=4, microbatches=9)
     Traceback (most recent call last):
@@ -178,9 +178,10 @@ def schedule_order(
     ...     return [" ".join(f"{k}{i}.{c}" for k, i, c in row) for row in rows]
     >>> show(schedule_order("1f1b", stages=2, microbatches=3))
     ['F0.0 F1.0 B0.0 F2.0 B1.0 B2.0', 'F0.0 B0.0 F1.0 B1.0 F2.0 B2.0']
-    >>> show(schedule_order("interleaved", stages=2, microbatches=3, chunks=2, rules="torch"))[1]
+    >>> two = {"stages": 2, "chunks": 2}
+    >>> show(schedule_order("interleaved", microbatches=3, rules="torch", **two))[1]
     'F0.0 F1.0 F2.0 F0.1 B0.1 F1.1 B1.1 F2.1 B2.1 B0.0 B1.0 B2.0'
-    >>> show(schedule_order("interleaved", stages=2, microbatches=2, chunks=2))[1]  # m = p
+    >>> show(schedule_order("interleaved", microbatches=2, **two))[1]   # m = p
     'F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0'
     >>> fwd = [op for op in schedule_order("interleaved", stages=2, microbatches=5,
     ...                                    chunks=2, group=3)[0] if op[0] == "F"]

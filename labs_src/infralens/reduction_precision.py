@@ -18,8 +18,10 @@ Floats are rounded with ``struct`` (round to nearest even), so the numbers are
 exactly what the hardware formats give.
 
 >>> grads = [1 + (i % 7) / 64 for i in range(512)]    # 512 ranks, same sign
->>> round(relative_error(grads, "bf16"), 4), round(relative_error(grads, "fp32-accumulate"), 6)
-(-0.0447, 8.7e-05)
+>>> round(relative_error(grads, "bf16"), 4)
+-0.0447
+>>> round(relative_error(grads, "fp32-accumulate"), 6)
+8.7e-05
 """
 
 from __future__ import annotations

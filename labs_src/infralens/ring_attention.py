@@ -10,7 +10,7 @@ tokens per rank let the transfer hide behind the block's attention.
 
 >>> ring_schedule(4)[1]           # rank 1: its own block, then those of ranks 0, 3, 2
 (1, 0, 3, 2)
->>> ring_kv_block_bytes(131072, 16, kv_heads=8, head_dim=128)     # one K + one V block, bf16
+>>> ring_kv_block_bytes(131072, 16, kv_heads=8, head_dim=128)   # one K + one V, bf16
 33554432
 >>> min_block_tokens(32, 32, flops_per_s=312 * 10**12, bandwidth_bytes_per_s=300 * 10**9)
 Fraction(1040, 1)
@@ -191,7 +191,8 @@ def min_block_tokens(
     when *causal*). With ``kv_heads == heads`` and 2-byte elements this is
     Liu et al.'s ``c >= F / B``.
 
-    >>> min_block_tokens(32, 32, flops_per_s=312 * 10**12, bandwidth_bytes_per_s=300 * 10**9)
+    >>> min_block_tokens(32, 32, flops_per_s=312 * 10**12,
+    ...                  bandwidth_bytes_per_s=300 * 10**9)
     Fraction(1040, 1)
     >>> min_block_tokens(128, 8, flops_per_s=1, bandwidth_bytes_per_s=1, causal=True)
     Fraction(1, 8)

@@ -74,7 +74,8 @@ def link_bandwidth(cluster: Cluster, tier: str) -> float:
     ``nvlink``: one node's eight GPUs; ``network``: rank 0 of eight nodes.
 
     >>> from infralens.topology import Cluster
-    >>> round(link_bandwidth(Cluster.from_node_shape("8_nodes_x_8_gpus"), "network") / 1e9)
+    >>> eight = Cluster.from_node_shape("8_nodes_x_8_gpus")
+    >>> round(link_bandwidth(eight, "network") / 1e9)
     47
     """
     if tier == "nvlink":

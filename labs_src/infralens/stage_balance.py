@@ -15,7 +15,7 @@ transformer layer's training FLOPs = 1), finds the busiest stage, and times a
 0.608
 >>> megatron_split(126, stages=16, embedding=True, loss=True)[:3]
 (7, 8, 8)
->>> max(stage_costs((8,) * 16, embedding=0, head=1))  # equal counts: the last stage is busiest
+>>> max(stage_costs((8,) * 16, embedding=0, head=1))  # equal counts: the last is busiest
 Fraction(9, 1)
 """
 
@@ -79,7 +79,8 @@ def head_cost(model: TransformerConfig, *, seq_len: int) -> Fraction:
     what a trace measures. The loss's softmax is memory-bound and not counted either.
 
     >>> from infralens.model import PRESETS
-    >>> round(float(head_cost(PRESETS["llama3-8b"], seq_len=8192)), 2)  # small model, big vocab
+    >>> # a small model with a big vocabulary
+    >>> round(float(head_cost(PRESETS["llama3-8b"], seq_len=8192)), 2)
     1.84
     >>> head_cost(PRESETS["llama3-8b"], seq_len=-1)
     Traceback (most recent call last):

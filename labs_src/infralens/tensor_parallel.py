@@ -11,7 +11,8 @@ This module answers: what local weight shape does rank r hold (PyTorch's
 sizes). Which collectives join the pieces, and how long they take, is
 :mod:`infralens.tensor_parallel_comm`.
 
->>> [(s.name, s.style, s.weight) for s in mlp_shards(hidden=8, ffn_hidden=32, tp=4, rank=0)]
+>>> shards = mlp_shards(hidden=8, ffn_hidden=32, tp=4, rank=0)
+>>> [(s.name, s.style, s.weight) for s in shards]
 [('fc1', 'colwise', (8, 8)), ('fc2', 'rowwise', (8, 8))]
 """
 

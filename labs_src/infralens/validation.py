@@ -7,8 +7,8 @@ on the hardware the source states, and says whether the error is within the
 row's tolerance. The test suite and the "Validated against measurements"
 page both call it, so the page cannot show a different verdict from the test.
 
->>> row = NcclRow("demo", "DGX H100", "h100-sxm5-80gb", 1, 8, 0, 0, "", "NVLink", "nvlink",
-...               "2.18.5", "all_reduce", 2**33, "in-place", 478.87, "")
+>>> row = NcclRow("demo", "DGX H100", "h100-sxm5-80gb", 1, 8, 0, 0, "", "NVLink",
+...               "nvlink", "2.18.5", "all_reduce", 2**33, "in-place", 478.87, "")
 >>> c = check_nccl(row)
 >>> c.algorithm, round(c.predicted, 1), round(c.error, 3), c.tolerance, c.passed
 ('nvls', 480.5, 0.003, 0.4, True)
@@ -144,8 +144,8 @@ def load_nccl_rows(path: str | Path) -> list[NcclRow]:
 def check_nccl(row: NcclRow) -> NcclCheck:
     """Price *row* with :func:`infralens.nccl.predict` and judge the error by the rules above.
 
-    >>> efa = NcclRow("demo", "p4de", "a100-sxm4-80gb", 2, 8, 4, 100, "", "EFA", "efa", "",
-    ...               "all_reduce", 2**30, "out-of-place", 76.79, "")
+    >>> efa = NcclRow("demo", "p4de", "a100-sxm4-80gb", 2, 8, 4, 100, "", "EFA", "efa",
+    ...               "", "all_reduce", 2**30, "out-of-place", 76.79, "")
     >>> c = check_nccl(efa)
     >>> c.tolerance, c.passed, c.predicted > c.row.busbw      # the RDMA model bounds EFA
     (None, True, True)
@@ -197,8 +197,9 @@ def _source_cell(url: str) -> str:
 def markdown_report(checks: list[NcclCheck]) -> str:
     """The validation page's tables as Markdown: runs, their hardware, then each run's rows.
 
-    >>> row = NcclRow("r1", "DGX H100", "h100-sxm5-80gb", 1, 8, 0, 0, "", "NVLink", "nvlink",
-    ...               "2.18.5", "all_reduce", 2**30, "in-place", 466.35, "https://example.org/r1")
+    >>> row = NcclRow("r1", "DGX H100", "h100-sxm5-80gb", 1, 8, 0, 0, "", "NVLink",
+    ...               "nvlink", "2.18.5", "all_reduce", 2**30, "in-place", 466.35,
+    ...               "https://example.org/r1")
     >>> text = markdown_report([check_nccl(row)])
     >>> [line for line in text.splitlines() if line.startswith("| all_reduce")]
     ['| all_reduce | 1,024 | 466.4 | 475.2 | nvls | +1.9 % | 40 % | yes |']

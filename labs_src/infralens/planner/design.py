@@ -304,7 +304,8 @@ def compare(plans: Sequence[ParallelPlan], job: Job) -> list[Worksheet]:
     >>> from infralens.plan import ParallelPlan
     >>> from infralens.topology import Cluster
     >>> c = Cluster.from_node_shape("8_nodes_x_8_gpus")
-    >>> job = Job("llama2-70b", ParallelPlan(dp=64), c, seq_len=4096, global_batch_size=512)
+    >>> job = Job("llama2-70b", ParallelPlan(dp=64), c, seq_len=4096,
+    ...           global_batch_size=512)
     >>> plans = [ParallelPlan(tp=8, pp=4, dp=2), ParallelPlan(tp=8, pp=8, dp=1),
     ...          ParallelPlan(tp=4, pp=4, dp=4)]
     >>> [round(s.memory_bytes / 10**9, 1) for s in compare(plans, job)]
@@ -331,8 +332,15 @@ def render_markdown(sheet: Worksheet) -> str:
     >>> from infralens.topology import Cluster
     >>> c = Cluster.from_node_shape("1_node_x_8_gpus")
     >>> job = Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=2048, global_batch_size=8)
-    >>> print(render_markdown(fill_worksheet(job)).splitlines()[4])
-    | DP | 8 | nvlink: ranks 0–7 | replicas (sharded by ZeRO) over the rest; one sync per step |
+    >>> lines = render_markdown(fill_worksheet(job)).splitlines()
+    >>> print(lines[0])
+    | Axis | Degree | Placement | Reason |
+    >>> for cell in lines[4].strip("| ").split(" | "):   # the DP row's cells
+    ...     print(cell)
+    DP
+    8
+    nvlink: ranks 0–7
+    replicas (sharded by ZeRO) over the rest; one sync per step
     """
     lines = ["| Axis | Degree | Placement | Reason |", "| --- | ---: | --- | --- |"]
     label = {"zero": "FSDP/ZeRO"}

@@ -233,7 +233,7 @@ def gpu_memory(job: Job, *, stack: str | None = None) -> Breakdown:
     ...                    global_batch_size=8, recipe="fsdp2", recompute="none"))
     >>> b.stage, round(b.model_states / 10**9, 2), round(b.gathered / 10**9, 2)
     ('first', 16.06, 2.97)
-    >>> round(b.grad_buffers / 10**9, 2)      # the root's 2-byte gradients and 4-byte RS input
+    >>> round(b.grad_buffers / 10**9, 2)   # root: 2-byte gradients, 4-byte RS input
     6.3
     >>> gpu_memory(Job("llama3-8b", ParallelPlan(pp=3), Cluster.from_node_shape(
     ...     "1_node_x_3_gpus"), seq_len=8, global_batch_size=3, recipe="ddp"))
@@ -379,14 +379,14 @@ def render(breakdown: Breakdown, capacity_bytes: int, capacity_name: str) -> str
     """The breakdown as text, with the verdict against *capacity_bytes* (GB = 10**9 bytes).
 
     >>> gb = 10**9
-    >>> print(render(Breakdown("last", 70 * gb, 0, 6 * gb, 5 * gb), 80 * gb, "h100-sxm5-80gb"))
+    >>> print(render(Breakdown("last", 70 * gb, 0, 6 * gb, 5 * gb), 80 * gb, "H100"))
     busiest GPU: last pipeline stage
       model states           70.00 GB
       FSDP2 gathered units    0.00 GB
       activations             6.00 GB
       fp32 logits             5.00 GB
       FSDP2 grad buffers      0.00 GB
-      total                  81.00 GB of 80.00 GB (h100-sxm5-80gb): does not fit by 1.00 GB
+      total                  81.00 GB of 80.00 GB (H100): does not fit by 1.00 GB
     not counted: CUDA context, NCCL buffers, allocator fragmentation
     """
     rows = [(name, getattr(breakdown, key)) for key, name in MEMORY_TERMS.items()]

@@ -106,8 +106,9 @@ def parse_plan(data: object) -> tuple[ParallelPlan, Cluster, Job | None]:
     """Validate a loaded plan file and build its plan, cluster and, with a ``training``
     section, its :class:`~infralens.planner.job.Job` (on that plan and cluster).
 
-    >>> plan, cluster, job = parse_plan({"world_size": 16, "node_shape": "2_nodes_x_8_gpus",
-    ...                                  "parallelism": {"tp_size": 8, "dp_size": 2}})
+    >>> plan, cluster, job = parse_plan({
+    ...     "world_size": 16, "node_shape": "2_nodes_x_8_gpus",
+    ...     "parallelism": {"tp_size": 8, "dp_size": 2}})
     >>> plan.groups("dp")[0], cluster.world_size, job
     ([0, 8], 16, None)
     >>> parse_plan({"world_size": 8, "node_shape": "1_nodes_x_8_gpus", "parallelism": {
@@ -328,7 +329,8 @@ def worksheet_page(path: str | Path) -> str:
     numbers are the package's (:func:`infralens.planner.worksheet_tables.worksheet_tables`).
 
     >>> text = worksheet_page("labs_src/starters/parallelism_plan.yaml")
-    >>> rows = [row.split(" | ")[0] for row in text.splitlines() if row.startswith("| TP ")]
+    >>> rows = [row.split(" | ")[0] for row in text.splitlines()
+    ...         if row.startswith("| TP ")]
     >>> rows.count("| TP all-gather"), rows.count("| TP reduce-scatter")
     (3, 2)
 

@@ -393,8 +393,8 @@ def plan_yaml(job: Job) -> str:
     ``training`` (a :class:`~infralens.recipe.Recipe` by its name).
 
     >>> from infralens.topology import Cluster
-    >>> row = rank_plans("llama3-8b", Cluster.from_node_shape("1_node_x_8_gpus"), seq_len=8192,
-    ...                  global_batch_size=16, top=1)[0]
+    >>> node = Cluster.from_node_shape("1_node_x_8_gpus")
+    >>> row = rank_plans("llama3-8b", node, seq_len=8192, global_batch_size=16, top=1)[0]
     >>> print(plan_yaml(row.job).splitlines()[0])
     world_size: 8
     >>> from dataclasses import replace
@@ -402,10 +402,10 @@ def plan_yaml(job: Job) -> str:
     >>> [line for line in plan_yaml(shaped).splitlines() if "layers" in line]
     ['  layers: 31']
     >>> plan_yaml(replace(row.job, model=replace(row.job.config, bias=True)))
+    ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: plan_yaml writes a preset model or one its shape keys give; the job's \
-model is neither
+    ValueError: plan_yaml writes a preset model or one its shape keys give; ...
     """
     system = next((k for k, v in SYSTEMS.items() if v == job.cluster.system), None)
     if system is None:

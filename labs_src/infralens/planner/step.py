@@ -153,10 +153,11 @@ def estimate(job: Job, *, check_memory: bool = True) -> Estimate:
     ...                  recompute="full"))
     >>> e.bottleneck, e.microbatches
     ('compute', 1)
-    >>> estimate(Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192, global_batch_size=12))
+    >>> estimate(Job("llama3-8b", ParallelPlan(dp=8), c, seq_len=8192,
+    ...              global_batch_size=12))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: global_batch_size must divide by micro_batch_size * dp_size: 12 % (1 * 8) = 4
+    ValueError: global_batch_size must divide by micro_batch_size * dp_size: ... = 4
 
     Raises ``ValueError`` if the cluster's GPU is not a preset (its ceilings
     are unmeasured), the plan does not fill the cluster, the batch

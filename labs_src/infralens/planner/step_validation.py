@@ -253,9 +253,11 @@ def published_tokens_per_second(row: TrainingRun) -> tuple[tuple[str, float], ..
     """The published figure as tokens per second per GPU, one value per reading of its count.
 
     >>> runs = {r.run_id: r for r in load_runs("tests/data/training_runs.csv")}
-    >>> [(k, round(v)) for k, v in published_tokens_per_second(runs["llama3-405b-128k-16384"])]
+    >>> llama = published_tokens_per_second(runs["llama3-405b-128k-16384"])
+    >>> [(k, round(v)) for k, v in llama]
     [('full', 67), ('causal', 94)]
-    >>> [(k, round(v, 1)) for k, v in published_tokens_per_second(runs["vtrain-175b-tp8-pp8-dp8"])]
+    >>> vtrain = published_tokens_per_second(runs["vtrain-175b-tp8-pp8-dp8"])
+    >>> [(k, round(v, 1)) for k, v in vtrain]
     [('', 111.5)]
     """
     tokens = row.global_batch * row.seq_len / row.gpus
