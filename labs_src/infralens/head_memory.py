@@ -5,8 +5,11 @@ head) and the loss. The norm and the output layer save their inputs for backward
 like any layer's norm and column-parallel linear, whatever the recomputation
 policy (it checkpoints the transformer layers, not the head):
 
-    head = e·s·b·h + 4·s·b (norm input, fp32 statistics)   [/t with sequence parallelism]
-         + e·s·b·h        (output-layer input)   [/t in Megatron with SP; PyTorch saves it gathered]
+    head = e·s·b·h + 4·s·b   (norm input, fp32 statistics)
+         + e·s·b·h           (output-layer input)
+
+Under sequence parallelism the norm's input is divided by t, and so is the output
+layer's in Megatron; PyTorch saves the output layer's input gathered, whole.
 
 The loss turns the s·b·V logits (V/t per rank when the output layer is
 vocabulary-parallel) into fp32 tensors; how many are alive at the loss's peak
