@@ -76,7 +76,9 @@ def test_the_ceiling_table_gives_the_ratio_before_the_run() -> None:
     row = MfuCeiling("llama3-8b", "a100-sxm4-80gb", "bf16", 1, 0.49, "tt-8b", 0.515)
     text = ceiling_table([row]).splitlines()
     assert text[0].split("|")[6].strip() == "Ratio"
-    assert text[2] == "| llama3-8b | a100-sxm4-80gb, BF16 | 1 | 49.0 % | 51.5 % | 1.05 | tt-8b |"
+    assert text[2] == (
+        "| llama3-8b | a100-sxm4-80gb, BF16 | 1 | 49.0 % | 51.5 % | 1.05 | `tt-8b` |"
+    )
 
 
 def test_a_run_that_overlapped_its_tp_collectives_is_ranked_with_the_overlap() -> None:
