@@ -56,8 +56,6 @@ def _matches(
     by its ends, its length counted against the budget. An int or Fraction beyond
     ``MAX_INT``, or a container over the budget, raises :class:`_Refused`.
     """
-    if typing.get_origin(hint) is collections.abc.Callable:  # unhashable arguments
-        return callable(value)
     if (
         type(value) is hint
     ):  # an exact instance: nothing to walk, an int's size to check
@@ -65,11 +63,13 @@ def _matches(
             return True
         if hint not in _NUMBERS:
             return True
+    origin, args = _parts(hint)
+    if origin is collections.abc.Callable:  # its arguments are not checked
+        return callable(value)
     if budget is None:
         budget = [MAX_ITEMS]
     if hint is typing.Any or isinstance(hint, TypeVar) or depth > 4:
         return True
-    origin, args = _parts(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_matches(value, a, depth, budget) for a in args)
     if hint is None or hint is type(None):
@@ -259,7 +259,7 @@ def check_fields(obj: object, signed: Collection[str] = ()) -> None:
     """
     for name, hint in _field_hints(type(obj)):
         value = getattr(obj, name)
-        if hint is not None:
+        if hint is not None and (type(value) is not hint or hint in _NUMBERS):
             _check(name, value, hint)
         if isinstance(value, int | float | Fraction) and not isinstance(
             value, bool
@@ -298,7 +298,7 @@ def typed(fn: Callable[P, R]) -> Callable[P, R]:
     TypeError: sides must be int values, got bool
     """
     sig = inspect.signature(fn)
-    hints: dict[str, object] | None = None
+    checked: dict[str, object] | None = None  # each annotated parameter's hint
     params = sig.parameters.values()
     # Without *args, **kwargs or positional-only parameters, a call binds by name alone.
     plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
@@ -325,14 +325,15 @@ def typed(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        nonlocal hints
-        if hints is None:
+        nonlocal checked
+        if checked is None:  # resolved once the module has loaded
             hints = typing.get_type_hints(fn)
+            checked = {p.name: hints[p.name] for p in params if p.name in hints
+                       and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}  # fmt: skip
         for name, value in _arguments(args, kwargs).items():
-            hint = hints.get(name)
-            kind = sig.parameters[name].kind
-            if hint is None or kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD):
-                continue
+            hint = checked.get(name)
+            if hint is None or (type(value) is hint and hint not in _NUMBERS):
+                continue  # unannotated, or an exact instance with no range to check
             _check(name, value, hint)
         return fn(*args, **kwargs)
 
