@@ -282,7 +282,8 @@ def bubble_dualpipe(
     microbatch's all-to-alls hidden under the other's compute; DualPipe holds two
     copies of the parameters (one per direction) and PP + 1 microbatches of activations.
 
-    >>> bubble_dualpipe(16, overlapped=3, backward=2, weight=1)   # F&B = F + B
+    >>> # F&B = F + B: nothing overlapped
+    >>> bubble_dualpipe(16, overlapped=3, backward=2, weight=1)
     Fraction(14, 1)
     >>> bubble_dualpipe(15, overlapped=3, backward=2, weight=1)
     Traceback (most recent call last):
