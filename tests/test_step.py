@@ -401,6 +401,25 @@ def test_a_vtrain_sweep_holds_the_shipped_rows_at_micro_batch_2(
         assert at2[(r.tp, r.pp, r.dp)] == r.published and r.micro_batch == 2
 
 
+def test_vtrain_all_reduce_tables_hold_the_tp_sizes_as_nccl_tests_prints_them() -> None:
+    # One activation all-reduce per shipped vTrain plan size (micro-batch x sequence x
+    # hidden x 2 bytes) and 1 GiB, for 2, 4 and 8 GPUs; each bus bandwidth is nccl-tests'
+    # algorithm bandwidth (bytes / time) times 2(n - 1)/n, so a mistyped cell shows.
+    with open(DATA.parent / "vtrain_allreduce_a100.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    vtrain = [r for r in RUNS if r.family == "vtrain"]
+    sizes = {r.micro_batch * r.seq_len * r.config().hidden * 2 for r in vtrain} | {2**30}
+    assert len(sizes) == 5
+    assert sorted((int(r["gpus"]), int(r["bytes"])) for r in rows) == sorted(
+        (g, n) for g in (2, 4, 8) for n in sizes
+    )
+    for r in rows:
+        gpus, n = int(r["gpus"]), int(r["bytes"])
+        for time, bus in (("time_ns", "busbw_gbs"), ("in_place_time_ns", "in_place_busbw_gbs")):
+            algbw = n / (int(r[time]) * 1e-9) / 1e9
+            assert float(r[bus]) == pytest.approx(algbw * 2 * (gpus - 1) / gpus, rel=0.005)
+
+
 def test_dp_on_the_network_runs_beside_tp_on_nvlink() -> None:
     # Megatron-Core reduces gradients on the DP communicator's own stream. A DP group
     # that crosses nodes shares no link with TP inside each node, so it may use the

@@ -55,6 +55,7 @@ __all__ = [
     "load_runs",
     "markdown_report",
     "median_error",
+    "run_job",
     "unpriced_report",
 ]
 
@@ -200,9 +201,15 @@ def load_runs(path: str | Path, *, unpriced: bool = False) -> list[TrainingRun]:
 
 
 @typed
-def check_run(row: TrainingRun, sustained: Sustained | None = None) -> RunCheck:
-    """Predict *row*'s step and express it in the metric its source printed, with
-    the *sustained* rates (by default :data:`infralens.sustained.FITTED`).
+def run_job(row: TrainingRun, sustained: Sustained | None = None) -> Job:
+    """The :class:`~infralens.planner.job.Job` *row* ran: its model, plan on its
+    cluster, batch, recipe and options, priced with the *sustained* rates (by default
+    :data:`infralens.sustained.FITTED`). :func:`check_run` estimates it.
+
+    >>> rows = load_runs("tests/data/training_runs.csv")
+    >>> job = run_job(next(r for r in rows if r.run_id == "vtrain-3.6b-tp8-pp1-dp8"))
+    >>> job.plan.tp, job.microbatches, job.recompute
+    (8, 32, 'full')
 
     Raises ``ValueError`` for a row marked unpriced.
     """
@@ -218,9 +225,8 @@ def check_run(row: TrainingRun, sustained: Sustained | None = None) -> RunCheck:
     meta = row.run_id.startswith("llama3-405b")
     order = "tp-cp-pp-dp" if meta else "tp-cp-dp-pp"
     plan = ParallelPlan(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, order=order)
-    model = row.config()
-    job = Job(
-        model, plan, cluster, seq_len=row.seq_len, global_batch_size=row.global_batch,
+    return Job(
+        row.config(), plan, cluster, seq_len=row.seq_len, global_batch_size=row.global_batch,
         micro_batch_size=row.micro_batch, sequence_parallel=row.sequence_parallel,
         recompute=row.recompute, schedule=row.schedule, chunks=row.chunks,
         zero_stage=row.zero_stage, attention=row.attention,
@@ -230,7 +236,17 @@ def check_run(row: TrainingRun, sustained: Sustained | None = None) -> RunCheck:
         account_for_loss=meta, recipe=row.recipe or None,
         sustained=sustained,
     )  # fmt: skip
-    e = estimate(job, check_memory=False)
+
+
+@typed
+def check_run(row: TrainingRun, sustained: Sustained | None = None) -> RunCheck:
+    """Predict *row*'s step (:func:`run_job`) and express it in the metric its source
+    printed, with the *sustained* rates (by default :data:`infralens.sustained.FITTED`).
+
+    Raises ``ValueError`` for a row marked unpriced.
+    """
+    e = estimate(run_job(row, sustained), check_memory=False)
+    model = row.config()
     tokens = e.tokens_per_second_per_gpu
     published = published_tokens_per_second(row)
     errors = tuple((name, tokens / value - 1) for name, value in published)
