@@ -61,6 +61,7 @@ def plain(cell: str) -> str:
     cell = re.sub(r"(?:\{[a-z:]+\})?`~[\w.]*?\.(\w+)`", r"\1", cell)  # {py:func}`~a.b.c` prints c
     cell = re.sub(r"\{[a-z:]+\}`([^`]*)`", r"\1", cell)  # {term}`x`
     cell = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", cell)  # [text](url)
+    cell = re.sub(r"<[a-z]+ ?/?>", "", cell)  # inline HTML (a <wbr/>) prints nothing
     cell = cell.replace("`", "").replace("**", "").replace("\\|", "|")
     return cell.strip()
 

@@ -169,15 +169,15 @@ def mfu_ceiling(
 
 @typed
 def ceiling_table(rows: list[MfuCeiling]) -> str:
-    """The :func:`mfu_ceiling` rows as a MyST table, the ratio before the best run's id,
-    in code, which the stylesheet lets break in a narrow column; a model id may break
-    after each colon (``<wbr/>``, which HTML and EPUB honour and LaTeX drops)."""
+    """The :func:`mfu_ceiling` rows as a MyST table, the ratio before the best run's id;
+    a model id may break after each colon (``<wbr/>``, which HTML and EPUB honour and
+    LaTeX drops), so the table fits a page's width."""
     lines = ["| Model | GPU, precision | Runs | Best published MFU | Ranker's first row "
              "| Ratio | Best run |", "| --- | --- | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
     for r in rows:
         lines.append(
             f"| {r.model.replace(':', ':<wbr/>')} | {r.gpu}, {r.precision.upper()} | {r.runs} | "
             f"{100 * r.best_published:.1f} % | {100 * r.offered:.1f} % | "
-            f"{r.ratio:.2f} | `{r.best_run}` |"
+            f"{r.ratio:.2f} | {r.best_run} |"
         )
     return "\n".join(lines)
