@@ -47,9 +47,16 @@ ZWSP = "\u200b"
 def _cell_texts(table: Any) -> list[list[str]]:
     from docutils import nodes
 
+    def printed(entry: Any) -> str:  # raw HTML (a <wbr/>) prints nothing on paper
+        copy = entry.deepcopy()
+        for raw in list(copy.findall(nodes.raw)):
+            if "latex" not in raw.get("format", "").split():
+                raw.parent.remove(raw)
+        return str(copy.astext())
+
     rows = []
     for row in table.findall(nodes.row):
-        rows.append([entry.astext() for entry in row.children if isinstance(entry, nodes.entry)])
+        rows.append([printed(entry) for entry in row.children if isinstance(entry, nodes.entry)])
     return rows
 
 
