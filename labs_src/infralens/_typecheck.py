@@ -328,8 +328,12 @@ def typed(fn: Callable[P, R]) -> Callable[P, R]:
         nonlocal checked
         if checked is None:  # resolved once the module has loaded
             hints = typing.get_type_hints(fn)
-            checked = {p.name: hints[p.name] for p in params if p.name in hints
-                       and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}  # fmt: skip
+            varargs = (
+                inspect.Parameter.VAR_POSITIONAL,
+                inspect.Parameter.VAR_KEYWORD,
+            )
+            checked = {p.name: hints[p.name] for p in params
+                       if p.name in hints and p.kind not in varargs}  # fmt: skip
         for name, value in _arguments(args, kwargs).items():
             hint = checked.get(name)
             if hint is None or (type(value) is hint and hint not in _NUMBERS):

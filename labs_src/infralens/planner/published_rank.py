@@ -28,8 +28,7 @@ from infralens._typecheck import check_fields, typed
 from infralens.hardware import SYSTEMS, preset_key
 from infralens.planner._step_checks import resolve_recipe
 from infralens.planner.ranking import _rank_plans
-from infralens.planner.step_validation import RunCheck, TrainingRun
-from infralens.topology import Cluster
+from infralens.planner.step_validation import RunCheck, TrainingRun, run_job
 
 __all__ = [
     "MfuCeiling",
@@ -69,12 +68,7 @@ def published_rank(row: TrainingRun, *, top: int = 1000) -> PublishedRank:
     Raises ``ValueError`` for a row marked unpriced, ``TypeError`` for anything but a
     :class:`~infralens.planner.step_validation.TrainingRun`.
     """
-    if row.unpriced:
-        raise ValueError(f"{row.run_id} is not priced: {row.unpriced}")
-    system = SYSTEMS[row.system]
-    cluster = Cluster(
-        row.gpus // system.gpus_per_node, system.gpus_per_node, system
-    )
+    cluster = run_job(row).cluster  # raises for a row marked unpriced
     degrees = (row.tp, row.cp, row.pp, row.dp)
     name = "tp {} cp {} pp {} dp {}".format(*degrees)
     try:
@@ -176,7 +170,8 @@ def ceiling_table(rows: list[MfuCeiling]) -> str:
              "| Ratio | Best run |", "| --- | --- | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
     for r in rows:
         lines.append(
-            f"| {r.model.replace(':', ':<wbr/>')} | {r.gpu}, {r.precision.upper()} | {r.runs} | "
+            f"| {r.model.replace(':', ':<wbr/>')} | {r.gpu}, {r.precision.upper()} | "
+            f"{r.runs} | "
             f"{100 * r.best_published:.1f} % | {100 * r.offered:.1f} % | "
             f"{r.ratio:.2f} | {r.best_run} |"
         )

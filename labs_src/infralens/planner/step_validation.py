@@ -226,7 +226,8 @@ def run_job(row: TrainingRun, sustained: Sustained | None = None) -> Job:
     order = "tp-cp-pp-dp" if meta else "tp-cp-dp-pp"
     plan = ParallelPlan(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, order=order)
     return Job(
-        row.config(), plan, cluster, seq_len=row.seq_len, global_batch_size=row.global_batch,
+        row.config(), plan, cluster, seq_len=row.seq_len,
+        global_batch_size=row.global_batch,
         micro_batch_size=row.micro_batch, sequence_parallel=row.sequence_parallel,
         recompute=row.recompute, schedule=row.schedule, chunks=row.chunks,
         zero_stage=row.zero_stage, attention=row.attention,
