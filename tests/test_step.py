@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from unittest.mock import patch
 
 import pytest
@@ -252,6 +253,20 @@ def _megatron_2021(**flags: bool):  # type: ignore[no-untyped-def]
                  micro_batch_size=1, sequence_parallel=False, recompute="full", zero_stage=0,
                  attention="materialized", **flags))  # fmt: skip
     return m, plan, e
+
+
+def test_materialized_attention_cannot_split_a_sequence() -> None:
+    # Megatron-Core's unfused DotProductAttention asserts context_parallel_size == 1:
+    # the ring of K/V exchanges lives inside Transformer Engine's fused attention.
+    c = _c(8, "dgx-a100")
+    kw: dict[str, Any] = dict(seq_len=4096, global_batch_size=64, recompute="full",
+                              sequence_parallel=False, zero_stage=0)  # fmt: skip
+    assert estimate(Job("llama2-13b", ParallelPlan(tp=8, dp=8), c,
+                        attention="materialized", **kw)).seconds > 0  # fmt: skip
+    split = ParallelPlan(tp=8, cp=2, dp=4)
+    assert estimate(Job("llama2-13b", split, c, attention="flash2", **kw)).seconds > 0
+    with pytest.raises(ValueError, match="'materialized' cannot split a sequence over cp = 2"):
+        estimate(Job("llama2-13b", split, c, attention="materialized", **kw))
 
 
 def test_gradients_reduced_after_backward_are_exposed_whole_in_their_dtype() -> None:

@@ -165,6 +165,8 @@ def estimate(job: Job, *, check_memory: bool = True) -> Estimate:
     the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
     *recompute*, *zero_stage*, *attention* or *elementwise* is unknown, the
     attention kernel has no published ceiling on the cluster's GPU,
+    materialized attention is asked to split the sequence (``cp`` > 1:
+    Megatron-Core's unfused attention refuses context parallelism),
     *overlap_grad_reduce* is False with ``zero_stage=3`` (FSDP2 has no such
     mode), or eager element-wise kernels are asked of a Megatron plan (they are
     counted for torchtitan's block, ``zero_stage=3``), the layers do not divide
@@ -265,6 +267,12 @@ def _estimate(
     if s % plan.cp:
         raise ValueError(
             f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}"
+        )
+    if attention == "materialized" and plan.cp > 1:
+        # Megatron-Core's unfused DotProductAttention asserts cp == 1
+        raise ValueError(
+            f"attention 'materialized' cannot split a sequence over cp = {plan.cp} ranks: "
+            "context parallelism runs inside a fused attention kernel"
         )
     n_mb = grad_accum_steps_for(
         global_batch_size=global_batch_size, micro_batch_size=b, dp_size=plan.dp
