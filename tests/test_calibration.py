@@ -241,8 +241,8 @@ def ceilings() -> list[Any]:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="most A100 GPT shapes are published only with 2021 full recomputation, and "
-    "Megatron-LM's CI model and torchtitan's 70B FP8 run sit lower: see validation.md",
+    reason="Megatron-LM's CI 7B and README 1.7B, Narayanan et al.'s 18.4B and torchtitan's "
+    "70B FP8 run are offered more than a tenth past their MFU: see validation.md",
 )
 def test_no_ranked_first_row_offers_a_tenth_past_the_best_published_mfu(
     ceilings: list[Any],
@@ -268,11 +268,22 @@ def test_the_a100_ceilings_are_the_ones_the_page_gives(ceilings: list[Any]) -> N
     ]
     assert len(korthikanti) == 3 and f"offers are {span(korthikanti, 2)} times" in page
     assert f"22B run is offered {a100['gpt:48:6144:64'].ratio:.2f}:" in page
-    old = [c.ratio for c in a100.values() if c.best_run.startswith(("narayanan", "vtrain"))]
-    assert len(old) == 8 and f"those shapes show {span(old, 1)}," in page
-    assert f"the ratio reaches {max(c.ratio for c in a100.values()):.1f}." in page
+    old = [c.ratio for c in old_rows(a100)]
+    # ranked with the 2021 software they ran, one shape past the goal: 18.4B
+    assert len(old) == 8 and f"those shapes show {span(old, 2)}," in page
+    assert [c.model for c in a100.values() if c.ratio > 1.10 and c in old_rows(a100)] == [
+        "gpt:40:6144:48"
+    ]
+    top = max(a100.values(), key=lambda c: c.ratio)
+    assert top.best_run.startswith("megatron-ci-a100")
+    assert f"the ratio reaches {top.ratio:.1f}, at the same CI model" in page
     titan = f"{a100['llama3-8b'].ratio:.2f} and {a100['llama3-70b'].ratio:.2f} times"
     assert f"offered {titan} their MFU" in page
+
+
+def old_rows(a100: dict[str, Any]) -> list[Any]:
+    """The A100 classes whose best run is 2021 Megatron or Megatron-DeepSpeed."""
+    return [c for c in a100.values() if c.best_run.startswith(("narayanan", "vtrain"))]
 
 
 def test_the_launch_gap_changes_no_published_run() -> None:

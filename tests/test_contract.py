@@ -297,14 +297,14 @@ def _search_space(model: str, system: str, gpus: int, seq: int, batch: int) -> I
     """Every (plan, options) estimate rank_plans may price, through the same filters."""
     from infralens.hardware import SYSTEMS
     from infralens.model import PRESETS
-    from infralens.planner.ranking import _candidates, _options
+    from infralens.planner.ranking import _candidates, _schedules
     from infralens.topology import Cluster
 
     node = SYSTEMS[system]
     cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
     m = PRESETS[model]
     for plan in _candidates(m, cluster, seq, batch, 1, 8):
-        for schedule, chunks in _options(m, plan.pp):
+        for schedule, chunks in _schedules(m, plan.pp):
             for zero in (1, 3):
                 for recompute in ("selective", "full"):
                     kw = dict(schedule=schedule, chunks=chunks, zero_stage=zero)

@@ -8,6 +8,7 @@ import json
 from contextlib import redirect_stdout
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from infralens.plan import ParallelPlan
 from infralens.planner import design, fit, job, plan_file, ranking, step, worksheet_tables
 from infralens.planner.fit import gpu_memory
 from infralens.planner.job import Job
-from infralens.planner.ranking import _rank_plans, plan_yaml, rank_plans
+from infralens.planner.ranking import plan_yaml, rank_job, rank_plans
 from infralens.planner.step import estimate
 from infralens.topology import Cluster
 
@@ -68,13 +69,50 @@ def test_rank_with_tp_overlap_writes_a_plan_that_prices_the_same_row(tmp_path: P
     printed = _run(*args, "--write-plan", "1", str(path))
     assert "TP collectives overlapped with the GEMMs" in printed.splitlines()[0]
     c = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
-    first = _rank_plans("llama2-70b", c, seq_len=4096, global_batch_size=512,
-                        micro_batch_size=1, top=1, max_cp=8, recipe=None,
-                        tp_comm_overlap=True)[0]  # fmt: skip
+    like = Job("llama2-70b", ParallelPlan(dp=64), c, seq_len=4096, global_batch_size=512,
+               tp_comm_overlap=True)  # fmt: skip
+    first = rank_job(like, top=1)[0]
     assert first.plan.tp > 1 and first.job.tp_comm_overlap
     assert "tp_comm_overlap: true" in path.read_text(encoding="utf-8")
     assert plan_file.load_plan_file(path)[2] == first.job
     assert f"| {first.estimate.seconds:.2f} |" in printed
+
+
+def _degrees(plan: ParallelPlan) -> tuple[int, int, int, int]:
+    return plan.tp, plan.cp, plan.pp, plan.dp
+
+
+def test_rank_plans_is_rank_job_on_a_job_of_default_options() -> None:
+    c = Cluster.from_node_shape("4_nodes_x_8_gpus", "dgx-h100")
+    kw: dict[str, Any] = dict(seq_len=4096, global_batch_size=256, micro_batch_size=1)
+    like = Job("llama2-13b", ParallelPlan(tp=8, dp=4), c, **kw)
+    assert rank_plans("llama2-13b", c, top=5, **kw) == rank_job(like, top=5)
+
+
+def test_rank_job_prices_every_plan_with_the_jobs_options() -> None:
+    c = Cluster.from_node_shape("4_nodes_x_8_gpus", "dgx-h100")
+    like = Job("llama2-13b", ParallelPlan(tp=2, cp=1, pp=2, dp=8, order="tp-cp-pp-dp"), c,
+               seq_len=4096, global_batch_size=256, recipe="megatron-bf16",
+               attention="materialized", sequence_parallel=False, recompute="full",
+               overlap_grad_reduce=False, gpu="h100-hbm2e-96gb")  # fmt: skip
+    rows = rank_job(like, top=1000)
+    kept = {(r.job.attention, r.job.sequence_parallel, r.recompute, r.recipe,
+             r.job.overlap_grad_reduce, r.job.gpu, r.plan.order) for r in rows}  # fmt: skip
+    assert kept == {("materialized", False, "full", "megatron-bf16", False,
+                     "h100-hbm2e-96gb", "tp-cp-pp-dp")}  # fmt: skip
+    assert all(r.estimate == estimate(r.job) for r in rows)
+    # the same plans under the defaults run faster: fused attention, lighter recomputation
+    fast = {_degrees(r.plan): r for r in rank_plans("llama2-13b", c, seq_len=4096,
+            global_batch_size=256, recipe="megatron-bf16", top=1000)}  # fmt: skip
+    for r in rows:
+        other = fast.get(_degrees(r.plan))
+        assert other is None or other.estimate.seconds < r.estimate.seconds
+    # the job's recomputation is the least a plan gets: none first, heavier where needed
+    light = rank_job(replace(like, recompute="none"), top=1000)
+    assert {r.recompute for r in light} >= {"none"}
+    assert light[0].estimate.seconds < rows[0].estimate.seconds
+    with pytest.raises(TypeError, match="job must be a Job"):
+        rank_job("llama2-13b", top=1)  # type: ignore[arg-type]
 
 
 def test_every_option_survives_a_written_plan(tmp_path: Path) -> None:

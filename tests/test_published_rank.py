@@ -8,25 +8,26 @@ from typing import Any
 import pytest
 
 from infralens.planner.published_rank import PublishedRank, published_rank, rank_table
-from infralens.planner.ranking import rank_plans
-from infralens.planner.step_validation import load_runs
+from infralens.planner.ranking import rank_job, rank_plans
+from infralens.planner.step_validation import load_runs, run_job
 from infralens.topology import Cluster
 
 RUNS = {r.run_id: r for r in load_runs(Path("tests/data/training_runs.csv"), unpriced=True)}
 
 
-def test_the_position_is_the_published_degrees_row_in_rank_plans() -> None:
-    row = RUNS["narayanan-3.6b"]
+def test_the_position_is_the_published_degrees_row_in_the_runs_own_ranking() -> None:
+    row = RUNS["narayanan-18.4b"]
     got = published_rank(row)
-    cluster = Cluster.from_node_shape(f"{row.gpus // 8}_nodes_x_8_gpus", row.system)
     # no recipe in the row: ZeRO stage 0, Megatron without the distributed optimizer
     assert (row.recipe, row.zero_stage) == ("", 0)
-    rows = rank_plans(row.config(), cluster, seq_len=row.seq_len,
-                      global_batch_size=row.global_batch, micro_batch_size=row.micro_batch,
-                      top=1000, recipe="megatron-bf16")  # fmt: skip
+    rows = rank_job(run_job(row), top=1000)
     assert {r.recipe for r in rows} == {"megatron-bf16"}
-    at = [i for i, r in enumerate(rows, 1) if (r.plan.tp, r.plan.pp, r.plan.dp) == (2, 1, 32)]
-    assert got.plan == "tp 2 cp 1 pp 1 dp 32" and [got.position] == at
+    # every plan priced with the 2021 software: scores in HBM, full recomputation, no SP
+    assert {(r.job.attention, r.recompute, r.job.sequence_parallel) for r in rows} == {
+        ("materialized", "full", False)
+    }
+    at = [i for i, r in enumerate(rows, 1) if (r.plan.tp, r.plan.pp, r.plan.dp) == (8, 1, 32)]
+    assert got.plan == "tp 8 cp 1 pp 1 dp 32" and [got.position] == at == [2]
     assert got.ranked == len(rows)
     slower = rows[at[0] - 1].estimate.seconds / rows[0].estimate.seconds - 1
     assert got.slower == pytest.approx(slower) and got.slower > 0
@@ -37,9 +38,8 @@ def test_a_torchtitan_run_is_ranked_among_the_fsdp2_plans_it_ran() -> None:
     assert (row.recipe, row.zero_stage) == ("", 3)
     got = published_rank(row)
     cluster = Cluster.from_node_shape(f"{row.gpus // 8}_nodes_x_8_gpus", row.system)
-    rows = rank_plans(row.config(), cluster, seq_len=row.seq_len,
-                      global_batch_size=row.global_batch, micro_batch_size=row.micro_batch,
-                      top=1000, recipe="fsdp2")  # fmt: skip
+    rows = rank_job(run_job(row), top=1000)
+    assert {r.recipe for r in rows} == {"fsdp2"}
     at = [i for i, r in enumerate(rows, 1) if (r.plan.tp, r.plan.cp, r.plan.dp) == (1, 1, 64)]
     assert [got.position] == at and got.ranked == len(rows)
     assert got.first_mfu == rows[0].estimate.mfu
@@ -86,16 +86,14 @@ def test_the_ceiling_table_gives_the_ratio_before_the_run() -> None:
 def test_a_run_that_overlapped_its_tp_collectives_is_ranked_with_the_overlap() -> None:
     from dataclasses import replace
 
-    from infralens.planner.ranking import _rank_plans
     from infralens.planner.step import estimate
 
     row = RUNS["mcore-h100-70b-tp8-pp2-dp48"]
     assert row.tp_comm_overlap
-    cluster = Cluster.from_node_shape(f"{row.gpus // 8}_nodes_x_8_gpus", row.system)
-    kw = dict(seq_len=row.seq_len, global_batch_size=row.global_batch,
-              micro_batch_size=row.micro_batch, recipe=row.recipe, top=1000, max_cp=8)  # fmt: skip
-    on = _rank_plans(row.config(), cluster, tp_comm_overlap=True, **kw)
-    off = {(r.plan, r.recipe): r for r in rank_plans(row.config(), cluster, **kw)}
+    job = run_job(row)
+    on = rank_job(job, top=1000)
+    off = {(r.plan, r.recipe): r for r in rank_job(replace(job, tp_comm_overlap=False),
+                                                   top=1000)}  # fmt: skip
     assert any(r.plan.tp == 1 for r in on) and any(r.plan.tp > 1 for r in on)
     for r in on:
         assert r.job.tp_comm_overlap == (r.plan.tp > 1)
@@ -111,13 +109,12 @@ def test_a_run_that_overlapped_its_tp_collectives_is_ranked_with_the_overlap() -
     assert slower is not None
     plain = published_rank(replace(row, tp_comm_overlap=False)).slower
     assert plain is not None and slower < plain
-    with pytest.raises(TypeError, match="tp_comm_overlap must be a bool"):
-        _rank_plans(row.config(), cluster, tp_comm_overlap="yes", **kw)  # type: ignore[arg-type]
 
 
-def test_megatron_core_first_rows_offer_within_a_tenth_of_their_runs() -> None:
-    # Megatron-LM's README runs, ranked with their TP overlap: the validation page's
-    # range, inside the 1.1 goal that the A100 rows still miss.
+def test_megatron_core_first_rows_the_page_gives() -> None:
+    # Megatron-LM's README runs, each ranked with the software it ran: the validation
+    # page's range; the one past 1.1 is a run whose own plan heads its list, so the
+    # excess is the model's error on that run, not a plan the ranker prefers.
     from infralens.planner.published_rank import mfu_ceiling
     from infralens.planner.step_validation import check_run
 
@@ -125,30 +122,26 @@ def test_megatron_core_first_rows_offer_within_a_tenth_of_their_runs() -> None:
     assert len(mine) == 9
     ceilings = mfu_ceiling([check_run(r) for r in mine], [published_rank(r) for r in mine])
     ratios = [c.ratio for c in ceilings]
-    assert len(ratios) == 9 and max(ratios) <= 1.10
     page = " ".join(Path("handbook/reference/validation.md").read_text().split())
     span = f"between {min(ratios):.2f} and {max(ratios):.2f} times the published MFU"
-    assert span in page, span
+    assert len(ratios) == 9 and span in page, span
     top = max(ceilings, key=lambda c: c.ratio)
-    assert top.best_run == "mcore-h100-177b-tp8-pp6-dp48"
+    assert top.best_run == "mcore-h100-1.7b-tp1-pp1-dp48"
+    assert published_rank(RUNS[top.best_run]).position == 1
+    assert top.ratio == pytest.approx(1 + check_run(RUNS[top.best_run]).error)
+    assert f"the {top.ratio:.2f} is the model's error on that run" in page
+    assert sorted(ratios)[-2] <= 1.10
 
 
 def test_the_ranks_the_validation_page_describes() -> None:
     # The ceiling section's prose about single runs, each figure from the ranker.
-    from infralens.planner._step_checks import resolve_recipe
-    from infralens.planner.ranking import _rank_plans
     from infralens.planner.step_validation import check_run
 
     page = " ".join(Path("handbook/reference/validation.md").read_text().split())
 
     def first(row_id: str) -> tuple[PublishedRank, Any]:
         row = RUNS[row_id]
-        cluster = Cluster.from_node_shape(f"{row.gpus // 8}_nodes_x_8_gpus", row.system)
-        recipe = resolve_recipe(row.recipe or None, row.zero_stage)[0].name
-        top = _rank_plans(row.config(), cluster, seq_len=row.seq_len,
-                          global_batch_size=row.global_batch,
-                          micro_batch_size=row.micro_batch, top=1, max_cp=8,
-                          recipe=recipe, tp_comm_overlap=row.tp_comm_overlap)  # fmt: skip
+        top = rank_job(run_job(row), top=1)
         got = published_rank(row)
         assert top[0].estimate.mfu == got.first_mfu  # the list published_rank ranks
         return got, top[0]
@@ -165,6 +158,27 @@ def test_the_ranks_the_validation_page_describes() -> None:
     assert (top.plan.tp, top.plan.pp, top.schedule) == (4, 2, "interleaved")
     assert got.slower is not None
     assert f"{round(100 * got.slower)} % behind a first row of TP 4 over two" in page
+    # Llama 3 405B at 8K: lower half, behind first rows of half the TP and some CP
+    got, top = first("llama3-405b-8k-8192")
+    assert got.position is not None and got.position > got.ranked / 2
+    assert top.plan.tp == 4 and top.plan.cp > 1
+    assert "sits in the lower half of its list" in page
+    # Narayanan et al.'s plans, ranked with their own 2021 software
+    ranks = [published_rank(r) for r in RUNS.values() if r.family == "narayanan"]
+    close = [r for r in ranks if r.slower is not None and r.slower < 0.01]
+    assert len(ranks) == 10 and "six of Narayanan et al.'s ten plans" in page
+    assert len(close) == 6
+    got, top = first("narayanan-18.4b")
+    error = check_run(RUNS["narayanan-18.4b"]).error
+    assert got.slower is not None and (top.plan.tp, top.plan.pp) == (4, 2)
+    assert (
+        f"prices Narayanan et al.'s run of it {round(100 * error)} % fast, and a TP 4 "
+        f"plan over two interleaved stages {round(100 * got.slower)} % faster"
+    ) in page
+    # torchtitan's A100 runs: FSDP alone, each its list's first row
+    for run in ("torchtitan-a100-llama3-8b", "torchtitan-a100-llama3-70b"):
+        assert published_rank(RUNS[run]).position == 1, run
+    assert "both plans are their lists' first rows" in " ".join(page.split())
     # Korthikanti's larger plans head their lists
     for run in ("korthikanti-175b", "korthikanti-530b", "korthikanti-1t"):
         assert published_rank(RUNS[run]).position == 1, run

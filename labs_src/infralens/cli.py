@@ -25,10 +25,11 @@ from infralens._typecheck import typed
 from infralens._validate import check_choice, positive_int, positive_number
 from infralens.hardware import SYSTEMS
 from infralens.model import PRESETS, model_from
+from infralens.plan import ParallelPlan
 from infralens.planner.fit import HBM_BYTES, gpu_memory, render
 from infralens.planner.job import Job
 from infralens.planner.plan_file import _report, _text, load_plan_file
-from infralens.planner.ranking import RankedPlan, _rank_plans, plan_yaml
+from infralens.planner.ranking import RankedPlan, plan_yaml, rank_job
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.sustained import from_file
 from infralens.topology import Cluster
@@ -161,9 +162,9 @@ def _ranked(
         )
     cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
     config = model_from(model, seq_len)  # a preset, or a shape spec at this seq_len
-    ranked = _rank_plans(config, cluster, seq_len=seq_len, global_batch_size=global_batch,
-                         micro_batch_size=micro_batch, top=10, recipe=recipe,
-                         max_cp=max_cp, tp_comm_overlap=tp_comm_overlap)  # fmt: skip
+    job = Job(config, ParallelPlan(dp=gpus), cluster, seq_len, global_batch, micro_batch,
+              recipe=recipe, tp_comm_overlap=tp_comm_overlap)  # fmt: skip
+    ranked = rank_job(job, top=10, max_cp=max_cp)
     return cluster, ranked
 
 

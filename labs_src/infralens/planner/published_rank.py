@@ -1,9 +1,11 @@
 """Where each published plan ranks among the plans ``rank`` proposes for its job.
 
 For a priced run of ``tests/data/training_runs.csv``, :func:`published_rank` ranks
-the run's job as :func:`~infralens.planner.ranking.rank_plans` does: its model,
-cluster, sequence, global batch, micro-batch, recipe (its own, else the one its ZeRO
-stage stands for) and TP overlap, and finds the published degrees (tp, cp, pp, dp)
+the run's job (:func:`~infralens.planner.step_validation.run_job`) with
+:func:`~infralens.planner.ranking.rank_job`: its model, cluster, sequence, global
+batch, micro-batch, recipe (its own, else the one its ZeRO stage stands for),
+kernels, recomputation, sequence parallelism and overlap options, so every plan is
+priced with the software the run had, and finds the published degrees (tp, cp, pp, dp)
 among its rows: their position, the number of plans ranked, and how much slower
 than the first row the model prices them. A published plan the ranker does not list
 (over its memory count, outside its search, or a recipe's framework that cannot run
@@ -26,8 +28,7 @@ from dataclasses import dataclass
 
 from infralens._typecheck import check_fields, typed
 from infralens.hardware import SYSTEMS, preset_key
-from infralens.planner._step_checks import resolve_recipe
-from infralens.planner.ranking import _rank_plans
+from infralens.planner.ranking import rank_job
 from infralens.planner.step_validation import RunCheck, TrainingRun, run_job
 
 __all__ = [
@@ -68,17 +69,11 @@ def published_rank(row: TrainingRun, *, top: int = 1000) -> PublishedRank:
     Raises ``ValueError`` for a row marked unpriced, ``TypeError`` for anything but a
     :class:`~infralens.planner.step_validation.TrainingRun`.
     """
-    cluster = run_job(row).cluster  # raises for a row marked unpriced
+    job = run_job(row)  # raises for a row marked unpriced
     degrees = (row.tp, row.cp, row.pp, row.dp)
     name = "tp {} cp {} pp {} dp {}".format(*degrees)
-    try:
-        # the recipe the run is priced with: its own, else its ZeRO stage's
-        recipe = resolve_recipe(row.recipe or None, row.zero_stage)[0]
-        rows = _rank_plans(row.config(), cluster, seq_len=row.seq_len,
-                           global_batch_size=row.global_batch,
-                           micro_batch_size=row.micro_batch, top=top,
-                           max_cp=max(8, row.cp), recipe=recipe.name,
-                           tp_comm_overlap=row.tp_comm_overlap)  # fmt: skip
+    try:  # every plan priced as the run ran: its recipe, kernels and options
+        rows = rank_job(job, top=top, max_cp=max(8, row.cp))
     except ValueError as err:  # nothing feasible, or a search too large
         return PublishedRank(row.run_id, name, None, 0, why=str(err).split(";")[0])
     top_mfu = rows[0].estimate.mfu
@@ -88,8 +83,9 @@ def published_rank(row: TrainingRun, *, top: int = 1000) -> PublishedRank:
             return PublishedRank(row.run_id, name, i, len(rows),
                                  r.estimate.seconds / best - 1, first_mfu=top_mfu)  # fmt: skip
     why = "not among the plans the ranker lists"
-    if row.tp > cluster.domain_size:  # the ranker keeps TP inside one NVLink domain
-        why = f"tp beyond one {cluster.domain_size}-GPU NVLink domain, outside the search"
+    # the ranker keeps TP inside one NVLink domain
+    if row.tp > job.cluster.domain_size:
+        why = f"tp beyond one {job.cluster.domain_size}-GPU NVLink domain, outside the search"
     return PublishedRank(
         row.run_id, name, None, len(rows), why=why, first_mfu=top_mfu
     )

@@ -5,7 +5,9 @@ node), keeps the plans whose degrees divide the model and the batch and
 whose busiest GPU fits its HBM, prices each with
 :func:`infralens.planner.step.estimate` under Megatron's distributed optimizer
 (ZeRO-1) and under FSDP (ZeRO-3), with selective or full recomputation and,
-where the layers allow, interleaving, and returns the fastest.
+where the layers allow, interleaving, and returns the fastest. :func:`rank_job`
+searches the same plans for a :class:`~infralens.planner.job.Job` and prices each
+with the job's own kernels, recomputation and options: the software it runs.
 
 >>> from infralens.topology import Cluster
 >>> c = Cluster.from_node_shape("8_nodes_x_8_gpus", "dgx-h100")
@@ -22,16 +24,17 @@ ValueError: no feasible plan: every plan failed a divisibility or memory check
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from infralens._typecheck import check_fields, typed
-from infralens._validate import check_choice, flag, positive_int
+from infralens._validate import positive_int
 from infralens.hardware import SYSTEMS
-from infralens.memory import _model
+from infralens.memory import RECOMPUTE, _model
 from infralens.model import TransformerConfig, shaped_model
 from infralens.plan import ParallelPlan, enumerate_plans
 from infralens.planner.job import Job
 from infralens.planner.step import _estimate
+from infralens.planner.step import _options as _job_options
 from infralens.planner.step_result import Estimate
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.recipe import Recipe, cannot_run
@@ -44,6 +47,7 @@ __all__ = [
     "TELLS_APART",
     "RankedPlan",
     "plan_yaml",
+    "rank_job",
     "rank_plans",
     "render",
     "search_size",
@@ -107,7 +111,7 @@ def _slots(m: TransformerConfig, pp: int) -> int | None:
     return next((n for n in (m.layers, m.layers + 2) if n % pp == 0), None)
 
 
-def _options(m: TransformerConfig, pp: int) -> list[tuple[str, int]]:
+def _schedules(m: TransformerConfig, pp: int) -> list[tuple[str, int]]:
     out = [("1f1b", 1)]
     slots = _slots(m, pp) or m.layers
     if pp > 1:
@@ -171,7 +175,7 @@ def search_size(
     ):
         positive_int(name, value)
     return sum(
-        len(_options(m, p.pp)) * 4 * (500 + p.tp + p.cp + p.pp + p.dp)
+        len(_schedules(m, p.pp)) * 4 * (500 + p.tp + p.cp + p.pp + p.dp)
         for p in _candidates(
             m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp
         )
@@ -201,94 +205,119 @@ def rank_plans(
 
     Each plan is priced under *recipe*, or, left out, under the default recipe
     (:data:`~infralens.precision.DEFAULT_RECIPE`, ZeRO-1) and FSDP2 (``fsdp2``, ZeRO-3);
-    each row names the recipe it was priced with. ``rank --tp-comm-overlap`` ranks the
-    same plans with every TP plan's collectives under its GEMMs.
+    each row names the recipe it was priced with. The other options are a
+    :class:`~infralens.planner.job.Job`'s defaults; :func:`rank_job` ranks with a
+    job's own.
 
     Raises ``ValueError`` when no plan is feasible, a size is below 1, the recipe is
     unknown, or the search is larger than :data:`MAX_SEARCH` (see :func:`search_size`).
     """
-    return _rank_plans(model, cluster, seq_len=seq_len,
-                       global_batch_size=global_batch_size,
-                       micro_batch_size=micro_batch_size, top=top, max_cp=max_cp,
-                       recipe=recipe, tp_comm_overlap=False)  # fmt: skip
+    m = _model(model)
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
+    job = Job(m, ParallelPlan(dp=cluster.world_size), cluster, seq_len,
+              global_batch_size, micro_batch_size, recipe=recipe)  # fmt: skip
+    return rank_job(job, top=top, max_cp=max_cp)
 
 
-def _rank_plans(
-    model: TransformerConfig | str,
-    cluster: Cluster,
-    *,
-    seq_len: int,
-    global_batch_size: int,
-    micro_batch_size: int,
-    top: int,
-    max_cp: int,
-    recipe: str | None,
-    tp_comm_overlap: bool,
-) -> list[RankedPlan]:
-    """:func:`rank_plans`, and with *tp_comm_overlap* every plan of tp > 1 runs its TP
-    collectives under its GEMMs (Transformer Engine's userbuffers; PyTorch's
+_Found = tuple[float, Estimate, ParallelPlan, Recipe, str, str, int, bool]
+"""A plan's best estimate: seconds, estimate, plan, recipe, recompute, schedule, chunks,
+and whether the embedding and the loss take a layer's slot."""
+
+_BOTH = (RECIPES[DEFAULT_RECIPE], RECIPES["fsdp2"])
+"""The recipes a job that names none is ranked under: ZeRO-1 and FSDP2."""
+
+
+@typed
+def rank_job(job: Job, *, top: int = 10, max_cp: int = 8) -> list[RankedPlan]:
+    """The *top* fastest feasible plans for *job*'s model, cluster and batch, each
+    priced with *job*'s options, fastest first.
+
+    The search chooses what :func:`rank_plans` chooses: the degrees (laid out in the
+    job's rank order), the schedule and its chunks, the stage split and, for a job
+    that names no recipe or ZeRO stage, the recipe (the default one or FSDP2). The
+    job's own plan and stage layout are not kept. The rest is the job's: its
+    attention and element-wise kernels, sequence parallelism, gradient-reduction and
+    stage-to-stage options, its rates (*sustained*) and its recomputation, which is
+    the least a plan gets (a plan that does not fit with it tries the heavier modes
+    in turn: none, selective, full). With *tp_comm_overlap* every plan of tp > 1 runs
+    its TP collectives under its GEMMs (Transformer Engine's userbuffers; PyTorch's
     asynchronous TP under FSDP): a recipe that refuses the overlap drops the plan, and
     a tp 1 plan, with nothing to overlap, is priced as without it. ``rank
     --tp-comm-overlap`` and :func:`~infralens.planner.published_rank.published_rank`
-    (for a run that overlapped) rank through it. Raises what :func:`rank_plans`
-    raises, and ``TypeError`` for a *tp_comm_overlap* that is not a bool."""
-    overlap = flag("tp_comm_overlap", tp_comm_overlap)
-    m = _model(model)
-    recipes = (
-        (DEFAULT_RECIPE, "fsdp2")
-        if recipe is None
-        else (check_choice("recipe", recipe, tuple(RECIPES)),)
-    )
+    (each run's own job) rank through it.
+
+    A 2021 Megatron job, attention scores in HBM and full recomputation, ranks its
+    plans with both; the defaults (fused attention, selective recomputation) make the
+    same model's first row 1.66 times its MFU, and no plan splits its sequences
+    (context parallelism needs a fused attention kernel):
+
+    >>> from infralens.topology import Cluster
+    >>> c = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-a100")
+    >>> old = Job("llama2-13b", ParallelPlan(dp=16), c, seq_len=4096,
+    ...           global_batch_size=64, attention="materialized", recompute="full",
+    ...           sequence_parallel=False)
+    >>> rows = rank_job(old, top=100)
+    >>> {(r.job.attention, r.recompute, r.plan.cp) for r in rows}
+    {('materialized', 'full', 1)}
+    >>> new = rank_plans("llama2-13b", c, seq_len=4096, global_batch_size=64, top=1)
+    >>> round(new[0].estimate.mfu / rows[0].estimate.mfu, 2)
+    1.66
+    >>> rank_job("llama2-13b")
+    Traceback (most recent call last):
+    ...
+    TypeError: job must be a Job, got str
+
+    Raises what :func:`rank_plans` raises, and ``TypeError`` for a *job* that is not
+    a :class:`~infralens.planner.job.Job`.
+    """
+    m, cluster = job.config, job.cluster
     n = positive_int("top", top)
-    # search_size checks the cluster and every size before it counts anything
-    size = search_size(m, cluster, seq_len=seq_len, global_batch_size=global_batch_size,
-                       micro_batch_size=micro_batch_size, max_cp=max_cp)  # fmt: skip
+    # search_size checks every size before it counts anything
+    size = search_size(m, cluster, seq_len=job.seq_len,
+                       global_batch_size=job.global_batch_size,
+                       micro_batch_size=job.micro_batch_size, max_cp=max_cp)  # fmt: skip
     if size > MAX_SEARCH:
         raise ValueError(
             f"the search over plans for {cluster.world_size} GPUs is too large to finish in "
             f"time ({size} > {MAX_SEARCH} units); rank fewer GPUs or lower max_cp (--max-cp)"
         )
+    # the job's keywords; the loops set the ones the search chooses
+    options = _job_options(job)
+    options.update(
+        uneven_stages=False, first_stage_layers=None, last_stage_layers=None
+    )
+    named = job.recipe is not None or job.zero_stage is not None
+    recipes = (job.resolved_recipe(),) if named else _BOTH
+    modes = RECOMPUTE[RECOMPUTE.index(job.recompute) :]
     # The light path: the options of each plan's best estimate, a Job only for the top rows
-    found: list[tuple[float, Estimate, ParallelPlan, str, str, str, int, bool]] = []
-    for plan in _candidates(
-        m, cluster, seq_len, global_batch_size, micro_batch_size, max_cp
-    ):
-        best: (
-            tuple[float, Estimate, ParallelPlan, str, str, str, int, bool] | None
-        ) = None
-        split = (
-            m.layers % plan.pp != 0
-        )  # the embedding and the loss take a layer's slot
-        for schedule, chunks in _options(m, plan.pp):
-            for name in recipes:
-                if cannot_run(
-                    RECIPES[name], pp=plan.pp, cp=plan.cp, schedule=schedule
-                ):
+    found: list[_Found] = []
+    for plan in _candidates(m, cluster, job.seq_len, job.global_batch_size,
+                            job.micro_batch_size, max_cp):  # fmt: skip
+        if plan.order != job.plan.order:
+            plan = replace(plan, order=job.plan.order)
+        best: _Found | None = None
+        # the embedding and the loss take a layer's slot
+        split = m.layers % plan.pp != 0
+        options.update(account_for_embedding=split, account_for_loss=split,
+                       tp_comm_overlap=job.tp_comm_overlap and plan.tp > 1)  # fmt: skip
+        for schedule, chunks in _schedules(m, plan.pp):
+            options.update(schedule=schedule, chunks=chunks)
+            for recipe in recipes:
+                if cannot_run(recipe, pp=plan.pp, cp=plan.cp, schedule=schedule):
                     continue  # a plan the recipe's framework cannot run
-                for recompute in ("selective", "full"):
+                if not named:
+                    options.update(recipe=recipe, zero_stage=None)
+                for recompute in modes:
+                    options["recompute"] = recompute
                     try:
-                        e = _estimate(
-                            m, plan, cluster, seq_len=seq_len,
-                            global_batch_size=global_batch_size,
-                            micro_batch_size=micro_batch_size, recompute=recompute,
-                            schedule=schedule, chunks=chunks, recipe=name,
-                            account_for_embedding=split, account_for_loss=split,
-                            tp_comm_overlap=overlap and plan.tp > 1,
-                        )  # fmt: skip
+                        e = _estimate(m, plan, cluster, **options)
                     except ValueError:
                         continue
                     if best is None or e.seconds < best[0]:
-                        best = (
-                            e.seconds,
-                            e,
-                            plan,
-                            name,
-                            recompute,
-                            schedule,
-                            chunks,
-                            split,
-                        )
-                    break  # full recomputation is only worth trying when selective fails
+                        best = (e.seconds, e, plan, recipe, recompute, schedule, chunks,
+                                split)  # fmt: skip
+                    break  # a heavier recomputation is only worth trying when this fails
         if best is not None:
             found.append(best)
     if not found:
@@ -297,11 +326,13 @@ def _rank_plans(
         )
     found.sort(key=lambda r: r[0])
     return [
-        RankedPlan(Job(m, plan, cluster, seq_len, global_batch_size, micro_batch_size,
-                       recipe=name, recompute=mode, schedule=sched, chunks=v,
-                       account_for_embedding=split, account_for_loss=split,
-                       tp_comm_overlap=overlap and plan.tp > 1), e)
-        for _, e, plan, name, mode, sched, v, split in found[:n]
+        RankedPlan(replace(job, plan=plan, recompute=mode, schedule=sched, chunks=v,
+                           account_for_embedding=split, account_for_loss=split,
+                           tp_comm_overlap=job.tp_comm_overlap and plan.tp > 1,
+                           uneven_stages=False, first_stage_layers=None,
+                           last_stage_layers=None,
+                           recipe=job.recipe if named else recipe.name), e)
+        for _, e, plan, recipe, mode, sched, v, split in found[:n]
     ]  # fmt: skip
 
 

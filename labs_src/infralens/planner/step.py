@@ -78,7 +78,7 @@ plan and a cluster. Every term is a model of what a named framework does:
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from infralens._validate import (
     check_choice,
@@ -179,19 +179,25 @@ def estimate(job: Job, *, check_memory: bool = True) -> Estimate:
     """
     if not isinstance(job, Job):
         raise TypeError(f"job must be a Job, got {type(job).__name__}")
-    named = job.recipe is not None  # else a bare zero_stage, as the keyword stood
     return _estimate(
-        job.model, job.plan, job.cluster, seq_len=job.seq_len,
-        global_batch_size=job.global_batch_size, micro_batch_size=job.micro_batch_size,
-        sequence_parallel=job.sequence_parallel, recompute=job.recompute,
-        schedule=job.schedule, chunks=job.chunks,
+        job.model, job.plan, job.cluster, check_memory=check_memory, **_options(job)
+    )
+
+
+def _options(job: Job) -> dict[str, Any]:
+    """*job*'s batch and options as :func:`_estimate`'s keywords: the one place a Job
+    becomes them (the ranker overrides the ones it searches)."""
+    named = job.recipe is not None  # else a bare zero_stage, as the keyword stood
+    return dict(
+        seq_len=job.seq_len, global_batch_size=job.global_batch_size,
+        micro_batch_size=job.micro_batch_size, sequence_parallel=job.sequence_parallel,
+        recompute=job.recompute, schedule=job.schedule, chunks=job.chunks,
         recipe=job.resolved_recipe() if named else None,
         zero_stage=None if named else job.zero_stage,
         attention=job.attention, overlap_grad_reduce=job.overlap_grad_reduce,
         grad_reduce_in_fp32=job.grad_reduce_in_fp32,
         scatter_gather_p2p=job.scatter_gather_p2p, elementwise=job.elementwise,
-        tp_comm_overlap=job.tp_comm_overlap, check_memory=check_memory,
-        uneven_stages=job.uneven_stages,
+        tp_comm_overlap=job.tp_comm_overlap, uneven_stages=job.uneven_stages,
         first_stage_layers=job.first_stage_layers, last_stage_layers=job.last_stage_layers,
         account_for_embedding=job.account_for_embedding,
         account_for_loss=job.account_for_loss, sustained=job.sustained,
