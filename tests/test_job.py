@@ -18,7 +18,8 @@ from infralens.plan import ParallelPlan
 from infralens.planner import design, fit, job, plan_file, ranking, step, worksheet_tables
 from infralens.planner.fit import gpu_memory
 from infralens.planner.job import Job
-from infralens.planner.ranking import plan_yaml, rank_job, rank_plans
+from infralens.planner.plan_writer import plan_yaml
+from infralens.planner.ranking import rank_job, rank_plans
 from infralens.planner.step import estimate
 from infralens.topology import Cluster
 

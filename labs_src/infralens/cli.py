@@ -29,7 +29,8 @@ from infralens.plan import ParallelPlan
 from infralens.planner.fit import HBM_BYTES, gpu_memory, render
 from infralens.planner.job import Job
 from infralens.planner.plan_file import _report, _text, load_plan_file
-from infralens.planner.ranking import RankedPlan, plan_yaml, rank_job
+from infralens.planner.plan_writer import plan_yaml
+from infralens.planner.ranking import RankedPlan, rank_job
 from infralens.precision import DEFAULT_RECIPE, RECIPES
 from infralens.sustained import from_file
 from infralens.topology import Cluster

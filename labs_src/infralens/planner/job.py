@@ -3,7 +3,7 @@
 A :class:`Job` is the planner's one description of a job. A plan file loads into
 one (:func:`infralens.planner.plan_file.parse_plan`),
 :func:`~infralens.planner.ranking.rank_plans` yields one per row and
-``rank --write-plan`` writes it back (:func:`~infralens.planner.ranking.plan_yaml`),
+``rank --write-plan`` writes it back (:func:`~infralens.planner.plan_writer.plan_yaml`),
 and :func:`~infralens.planner.step.estimate`, :func:`~infralens.planner.fit.gpu_memory`,
 the worksheet (:func:`~infralens.planner.design.fill_worksheet`) and every command take
 it, so none of them can describe the same job differently.
