@@ -83,6 +83,30 @@ def _degrees(plan: ParallelPlan) -> tuple[int, int, int, int]:
     return plan.tp, plan.cp, plan.pp, plan.dp
 
 
+def test_rank_with_a_calibration_ranks_at_the_measured_rates(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    from infralens.sustained import from_file
+
+    cal = "tests/data/gpu/cal-llama3-8b-s8192-tp1.json"  # measured on one H200
+    path = tmp_path / "first.yaml"
+    args = ("rank", "--model", "llama3-8b", "--cluster", "dgx-h200", "--gpus", "16",
+            "--seq-len", "8192", "--global-batch", "32")  # fmt: skip
+    printed = _run(*args, "--calibration", cal, "--write-plan", "1", str(path))
+    assert f"rates measured in {cal}" in printed.splitlines()[0]
+    like = Job("llama3-8b", ParallelPlan(dp=16), H200, seq_len=8192, global_batch_size=32,
+               sustained=from_file(cal))  # fmt: skip
+    first, plain = rank_job(like, top=1)[0], rank_job(replace(like, sustained=None), top=1)[0]
+    assert f"| {first.estimate.seconds:.2f} |" in printed
+    assert first.estimate.seconds != plain.estimate.seconds  # the rates moved the step
+    # the rates are no plan-file key: the written row loads back without them
+    assert "sustained" not in path.read_text(encoding="utf-8")
+    assert plan_file.load_plan_file(path)[2] == replace(first.job, sustained=None)
+    # rates from one GPU price no other: said once, not as "no feasible plan"
+    h100 = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
+    with pytest.raises(ValueError, match="measured on h200-sxm-141gb; the cluster's GPU"):
+        rank_job(replace(like, cluster=h100), top=1)
+
+
 def test_rank_plans_is_rank_job_on_a_job_of_default_options() -> None:
     c = Cluster.from_node_shape("4_nodes_x_8_gpus", "dgx-h100")
     kw: dict[str, Any] = dict(seq_len=4096, global_batch_size=256, micro_batch_size=1)

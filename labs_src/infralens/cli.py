@@ -136,7 +136,9 @@ def rank_report(
 _Given = tuple[str, str, int, int, int, int, str | None, int, bool]
 
 
-def _table(args: _Given, ranked: list[RankedPlan]) -> str:
+def _table(
+    args: _Given, ranked: list[RankedPlan], calibration: str | None = None
+) -> str:
     from infralens.planner.ranking import render as render_ranking
 
     model, system, gpus, seq_len, global_batch, micro_batch, recipe, _, tp_on = args
@@ -145,6 +147,7 @@ def _table(args: _Given, ranked: list[RankedPlan]) -> str:
         f"{global_batch}, micro-batch {micro_batch}: the fastest feasible plans by predicted "
         f"step time, recipe {recipe or f'{DEFAULT_RECIPE} or fsdp2'}"
         + (", TP collectives overlapped with the GEMMs" if tp_on else "")
+        + (f", rates measured in {calibration[:200]}" if calibration else "")
     )
     return head + "\n" + render_ranking(ranked)
 
@@ -153,6 +156,7 @@ def _table(args: _Given, ranked: list[RankedPlan]) -> str:
 def _ranked(
     model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int,
     recipe: str | None, max_cp: int = 8, tp_comm_overlap: bool = False,
+    calibration: str | None = None,
 ) -> tuple[Cluster, list[RankedPlan]]:  # fmt: skip
     node = SYSTEMS[check_choice("system", system, tuple(SYSTEMS))]
     positive_int("gpus", gpus)
@@ -164,7 +168,8 @@ def _ranked(
     cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
     config = model_from(model, seq_len)  # a preset, or a shape spec at this seq_len
     job = Job(config, ParallelPlan(dp=gpus), cluster, seq_len, global_batch, micro_batch,
-              recipe=recipe, tp_comm_overlap=tp_comm_overlap)  # fmt: skip
+              recipe=recipe, tp_comm_overlap=tp_comm_overlap,
+              sustained=None if calibration is None else from_file(calibration))  # fmt: skip
     ranked = rank_job(job, top=10, max_cp=max_cp)
     return cluster, ranked
 
@@ -283,6 +288,9 @@ def _main(argv: Sequence[str] | None) -> int:
                           help="the largest context-parallel degree searched")  # fmt: skip
     rank_cmd.add_argument("--tp-comm-overlap", action="store_true",
                           help="run each TP plan's collectives under its GEMMs")  # fmt: skip
+    rank_cmd.add_argument("--calibration", default=None, metavar="FILE",
+                          help="rates measured by labs_src/demos/calibrate_gpu.py, in "
+                          "place of the published ceilings")  # fmt: skip
     rank_cmd.add_argument("--write-plan", nargs=2, metavar=("ROW", "FILE"), default=None,
                           help="write row ROW of the ranking as a plan file")  # fmt: skip
     args = parser.parse_args(argv)
@@ -328,10 +336,9 @@ def _rank(args: argparse.Namespace) -> int:
     try:
         given = (args.model, args.cluster, args.gpus, args.seq_len, args.global_batch,
                  args.micro_batch, args.recipe, args.max_cp, args.tp_comm_overlap)  # fmt: skip
-        ranked = _ranked(*given)[
-            1
-        ]  # ranked once: printed, and a row written from it
-        print(_table(given, ranked))
+        # ranked once: printed, and a row written from it
+        ranked = _ranked(*given, calibration=args.calibration)[1]
+        print(_table(given, ranked, args.calibration))
         if args.write_plan is not None:
             row_text, path = args.write_plan
             if not row_text.isdigit() or not 1 <= int(row_text) <= 10:

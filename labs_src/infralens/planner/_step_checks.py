@@ -263,3 +263,11 @@ def precision_runs(recipe: Recipe, gpu: GPU, gpu_key: str) -> None:
         )
     if recipe.precision == "fp8":
         matmul_ceiling(gpu_key, "fp8")
+
+
+def rates_fit(rates_gpu: str | None, gpu_key: str) -> None:
+    """Rates measured on one GPU price only that GPU; ``ValueError`` for another."""
+    if rates_gpu is not None and rates_gpu != gpu_key:
+        raise ValueError(
+            f"sustained rates were measured on {rates_gpu}; the cluster's GPU is {gpu_key}"
+        )

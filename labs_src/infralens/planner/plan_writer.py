@@ -31,7 +31,8 @@ def plan_yaml(job: Job) -> str:
     The cluster and degrees are named by their presets, and the model by its preset or,
     for a shape (:func:`infralens.model.shaped_model`), by its shape keys; every option
     that is given and not its default, and those of :data:`ALWAYS_WRITTEN`, goes under
-    ``training`` (a :class:`~infralens.recipe.Recipe` by its name).
+    ``training`` (a :class:`~infralens.recipe.Recipe` by its name). The rates a job is
+    priced with (*sustained*) are no plan-file key: ``plan --calibration`` gives them.
 
     >>> from infralens.planner.ranking import rank_plans
     >>> from infralens.topology import Cluster
@@ -70,7 +71,7 @@ def plan_yaml(job: Job) -> str:
     ]
     for f in fields(Job):
         value = getattr(job, f.name)
-        if f.name in ("model", "plan", "cluster") or value is None:
+        if f.name in ("model", "plan", "cluster", "sustained") or value is None:
             continue
         if isinstance(value, Recipe):  # a preset recipe by its name
             value = value.name

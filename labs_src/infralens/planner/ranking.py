@@ -28,9 +28,11 @@ from dataclasses import dataclass, replace
 
 from infralens._typecheck import check_fields, typed
 from infralens._validate import positive_int
+from infralens.hardware import preset_key
 from infralens.memory import RECOMPUTE, _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan, enumerate_plans
+from infralens.planner._step_checks import rates_fit
 from infralens.planner.job import Job
 from infralens.planner.step import _estimate
 from infralens.planner.step import _options as _job_options
@@ -270,6 +272,8 @@ def rank_job(job: Job, *, top: int = 10, max_cp: int = 8) -> list[RankedPlan]:
     """
     m, cluster = job.config, job.cluster
     n = positive_int("top", top)
+    if job.sustained is not None:  # else every plan would fail alike, unexplained
+        rates_fit(job.sustained.gpu, preset_key(cluster.system.gpu))
     # search_size checks every size before it counts anything
     size = search_size(m, cluster, seq_len=job.seq_len,
                        global_batch_size=job.global_batch_size,

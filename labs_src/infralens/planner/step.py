@@ -285,10 +285,7 @@ def _estimate(
     )
     checks.schedule_runs(sched, chunks=v, pp=plan.pp, microbatches=n_mb)
     gpu_key = preset_key(cluster.system.gpu)
-    if rates.gpu is not None and rates.gpu != gpu_key:
-        raise ValueError(
-            f"sustained rates were measured on {rates.gpu}; the cluster's GPU is {gpu_key}"
-        )
+    checks.rates_fit(rates.gpu, gpu_key)
     matmul_ceiling(
         gpu_key
     )  # a GPU without a measured (or stand-in) ceiling stops here
