@@ -203,6 +203,24 @@ def test_the_job_holds_its_gpu_and_its_model() -> None:
     assert j.microbatches == 8
 
 
+def test_the_step_and_the_ranker_judge_memory_against_the_jobs_gpu() -> None:
+    # 80.7 GB on the busiest GPU: over an H100 SXM's 80 GB, inside the 96 GB part's
+    one = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-h100")
+    j = Job("llama3-8b", ParallelPlan(dp=8), one, seq_len=4096, global_batch_size=8)
+    assert 80e9 < fit.gpu_memory(j).total < 81e9
+    with pytest.raises(ValueError, match="over the 80 GB of HBM"):
+        estimate(j)
+    big = replace(j, gpu="h100-hbm2e-96gb")
+    assert estimate(big).seconds == estimate(j, check_memory=False).seconds
+
+    # DP alone keeps selective recomputation on the 96 GB part, needs full on 80 GB
+    def dp_alone(job: Job) -> str:
+        rows = rank_job(replace(job, recipe="megatron-bf16-distopt"), top=1000)
+        return next(r.recompute for r in rows if _degrees(r.plan) == (1, 1, 1, 8))
+
+    assert (dp_alone(big), dp_alone(j)) == ("selective", "full")
+
+
 def test_no_public_planner_function_takes_more_than_eight_parameters() -> None:
     for module in (job, step, fit, ranking, design, plan_file, worksheet_tables, cli):
         for name in module.__all__:

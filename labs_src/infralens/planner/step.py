@@ -93,7 +93,7 @@ from infralens.compute import (
     model_flops_per_token,
 )
 from infralens.elementwise import ELEMENTWISE_KERNELS
-from infralens.hardware import matmul_ceiling, preset_key
+from infralens.hardware import GPUS, matmul_ceiling, preset_key
 from infralens.memory import _model
 from infralens.model import TransformerConfig
 from infralens.plan import ParallelPlan
@@ -162,7 +162,8 @@ def estimate(job: Job, *, check_memory: bool = True) -> Estimate:
     Raises ``ValueError`` if the cluster's GPU is not a preset (its ceilings
     are unmeasured), the plan does not fill the cluster, the batch
     does not split into micro-batches per replica, the model does not fit
-    the GPU (saying by how much), ``ep`` is not 1, or *schedule*,
+    the GPU (saying by how much; the job's *gpu* preset, by default the cluster's
+    own), ``ep`` is not 1, or *schedule*,
     *recompute*, *zero_stage*, *attention* or *elementwise* is unknown, the
     attention kernel has no published ceiling on the cluster's GPU,
     materialized attention is asked to split the sequence (``cp`` > 1:
@@ -201,6 +202,7 @@ def _options(job: Job) -> dict[str, Any]:
         first_stage_layers=job.first_stage_layers, last_stage_layers=job.last_stage_layers,
         account_for_embedding=job.account_for_embedding,
         account_for_loss=job.account_for_loss, sustained=job.sustained,
+        hbm_of=job.gpu,
     )  # fmt: skip
 
 
@@ -231,8 +233,10 @@ def _estimate(
     account_for_embedding: bool = False,
     account_for_loss: bool = False,
     sustained: Sustained | None = None,
+    hbm_of: str | None = None,
 ) -> Estimate:
-    """:func:`estimate`'s body, with the job as keywords (the ranker's light path)."""
+    """:func:`estimate`'s body, with the job as keywords (the ranker's light path);
+    *hbm_of* is the job's *gpu*."""
     m = _model(model)
     rates = FITTED if sustained is None else sustained
     if not isinstance(rates, Sustained):
@@ -291,8 +295,10 @@ def _estimate(
     )  # a GPU without a measured (or stand-in) ceiling stops here
     gpu = cluster.system.gpu
     checks.precision_runs(r, gpu, gpu_key)
+    # memory is judged against the job's GPU preset, by default the cluster's own
+    held = gpu_key if hbm_of is None else check_choice("gpu", hbm_of, tuple(GPUS))
     memory = checks.fitted_memory(
-        counted, plan, gpu_key, gpu, recipe=r, recompute=mode, seq_len=s, micro_batch_size=b,
+        counted, plan, held, GPUS[held], recipe=r, recompute=mode, seq_len=s, micro_batch_size=b,
         sequence_parallel=sp, check=check_mem, microbatches=n_mb, chunks=v,
         first=first_stage_layers, last=last_stage_layers, embedding=account_for_embedding,
         loss=account_for_loss,
