@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import io
 import json
-from contextlib import redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,33 @@ def test_rank_with_a_calibration_ranks_at_the_measured_rates(tmp_path: Path) -> 
     h100 = Cluster.from_node_shape("2_nodes_x_8_gpus", "dgx-h100")
     with pytest.raises(ValueError, match="measured on h200-sxm-141gb; the cluster's GPU"):
         rank_job(replace(like, cluster=h100), top=1)
+
+
+def test_rank_like_a_plan_file_ranks_for_its_job_and_options(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    one = Cluster.from_node_shape("1_node_x_8_gpus", "dgx-a100")
+    old = Job("llama3-8b", ParallelPlan(tp=2, dp=4), one, seq_len=4096, global_batch_size=32,
+              recipe="megatron-bf16", attention="materialized", recompute="full",
+              sequence_parallel=False)  # fmt: skip
+    path = tmp_path / "old.yaml"
+    path.write_text(plan_yaml(old), encoding="utf-8")
+    printed = _run("rank", "--like", str(path))
+    first = rank_job(old, top=1)[0]
+    assert first.job.attention == "materialized" and first.recompute == "full"
+    assert f"| {first.estimate.seconds:.2f} |" in printed.splitlines()[3]
+    head = printed.splitlines()[0]
+    assert head.startswith("llama3-8b on 8 GPUs (DGX A100)") and f"options of {path}" in head
+    # the file names the job: a flag that would change it is refused, in one line
+    err = io.StringIO()
+    with redirect_stderr(err):
+        assert cli.main(["rank", "--like", str(path), "--gpus", "16"]) == 2
+    assert err.getvalue() == "infralens rank: --like takes the job from its file; drop --gpus\n"
+    bare = tmp_path / "bare.yaml"  # degrees and a cluster, no job to rank for
+    bare.write_text(plan_yaml(old).split("training:")[0], encoding="utf-8")
+    err = io.StringIO()
+    with redirect_stderr(err):
+        assert cli.main(["rank", "--like", str(bare)]) == 2
+    assert "--like needs a 'training' section" in err.getvalue()
 
 
 def test_rank_plans_is_rank_job_on_a_job_of_default_options() -> None:

@@ -128,36 +128,37 @@ def rank_report(
     ...
     ValueError: gpus must be a multiple of the 8 GPUs of a DGX H100 node, got 60
     """
-    args = (model, system, gpus, seq_len, global_batch, micro_batch, recipe, max_cp,
-            False)  # fmt: skip
-    return _table(args, _ranked(*args)[1])
+    job = _job(model, system, gpus, seq_len, global_batch, micro_batch, recipe)
+    return _table(job, rank_job(job, top=10, max_cp=max_cp), model)
 
 
-_Given = tuple[str, str, int, int, int, int, str | None, int, bool]
-
-
-def _table(
-    args: _Given, ranked: list[RankedPlan], calibration: str | None = None
-) -> str:
+def _table(job: Job, ranked: list[RankedPlan], model: str, *notes: str) -> str:
+    """The ranking under a line naming the job it ranks, then *notes*."""
     from infralens.planner.ranking import render as render_ranking
 
-    model, system, gpus, seq_len, global_batch, micro_batch, recipe, _, tp_on = args
+    named = job.recipe is not None or job.zero_stage is not None
+    recipe = job.resolved_recipe().name if named else f"{DEFAULT_RECIPE} or fsdp2"
+    c = job.cluster
     head = (
-        f"{model} on {gpus} GPUs ({SYSTEMS[system].name}), seq_len {seq_len}, global batch "
-        f"{global_batch}, micro-batch {micro_batch}: the fastest feasible plans by predicted "
-        f"step time, recipe {recipe or f'{DEFAULT_RECIPE} or fsdp2'}"
-        + (", TP collectives overlapped with the GEMMs" if tp_on else "")
-        + (f", rates measured in {calibration[:200]}" if calibration else "")
+        f"{model} on {c.world_size} GPUs ({c.system.name}), seq_len {job.seq_len}, global "
+        f"batch {job.global_batch_size}, micro-batch {job.micro_batch_size}: the fastest "
+        f"feasible plans by predicted step time, recipe {recipe}"
+        + (
+            ", TP collectives overlapped with the GEMMs"
+            if job.tp_comm_overlap
+            else ""
+        )
+        + "".join(f", {note}" for note in notes)
     )
     return head + "\n" + render_ranking(ranked)
 
 
 @typed  # the command's own names in messages: global_batch, not global_batch_size
-def _ranked(
+def _job(
     model: str, system: str, gpus: int, seq_len: int, global_batch: int, micro_batch: int,
-    recipe: str | None, max_cp: int = 8, tp_comm_overlap: bool = False,
-    calibration: str | None = None,
-) -> tuple[Cluster, list[RankedPlan]]:  # fmt: skip
+    recipe: str | None, tp_comm_overlap: bool = False,
+) -> Job:  # fmt: skip
+    """The job ``rank`` ranks plans for: its default options, no plan chosen yet."""
     node = SYSTEMS[check_choice("system", system, tuple(SYSTEMS))]
     positive_int("gpus", gpus)
     if gpus % node.gpus_per_node:
@@ -167,11 +168,8 @@ def _ranked(
         )
     cluster = Cluster(gpus // node.gpus_per_node, node.gpus_per_node, node)
     config = model_from(model, seq_len)  # a preset, or a shape spec at this seq_len
-    job = Job(config, ParallelPlan(dp=gpus), cluster, seq_len, global_batch, micro_batch,
-              recipe=recipe, tp_comm_overlap=tp_comm_overlap,
-              sustained=None if calibration is None else from_file(calibration))  # fmt: skip
-    ranked = rank_job(job, top=10, max_cp=max_cp)
-    return cluster, ranked
+    return Job(config, ParallelPlan(dp=gpus), cluster, seq_len, global_batch, micro_batch,
+               recipe=recipe, tp_comm_overlap=tp_comm_overlap)  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -268,17 +266,22 @@ def _main(argv: Sequence[str] | None) -> int:
         formatter_class=raw,
     )
     rank_cmd.add_argument(
-        "--model", required=True,
+        "--like", default=None, metavar="FILE",
+        help="rank for the job of a plan file (its model, cluster, batch and "
+        "options) instead of the flags below",
+    )  # fmt: skip
+    rank_cmd.add_argument(
+        "--model", default=None,
         help="a model preset, e.g. llama3-70b, or a shape: layers=L,hidden=H,heads=A,"
         "vocab_size=V[,kv_heads=K][,ffn_hidden=F][,gated_mlp=true]",
     )  # fmt: skip
     rank_cmd.add_argument(
-        "--cluster", default="dgx-h100", help="a cluster (SYSTEMS key)"
+        "--cluster", default=None, help="a cluster (SYSTEMS key; default dgx-h100)"
     )
-    rank_cmd.add_argument("--gpus", type=int, required=True)
-    rank_cmd.add_argument("--seq-len", type=int, required=True)
-    rank_cmd.add_argument("--global-batch", type=int, required=True)
-    rank_cmd.add_argument("--micro-batch", type=int, default=1)
+    rank_cmd.add_argument("--gpus", type=int, default=None)
+    rank_cmd.add_argument("--seq-len", type=int, default=None)
+    rank_cmd.add_argument("--global-batch", type=int, default=None)
+    rank_cmd.add_argument("--micro-batch", type=int, default=None, help="default 1")
     rank_cmd.add_argument(
         "--recipe",
         default=None,
@@ -332,13 +335,49 @@ def _main(argv: Sequence[str] | None) -> int:
     return 0
 
 
+def _rank_job(args: argparse.Namespace) -> tuple[Job, str, list[str]]:
+    """The job the ``rank`` command ranks, the model's name and the head's notes: the
+    job of a plan file (``--like``) or of the flags, at measured rates if given."""
+    named = {"--model": args.model, "--cluster": args.cluster, "--gpus": args.gpus,
+             "--seq-len": args.seq_len, "--global-batch": args.global_batch,
+             "--micro-batch": args.micro_batch, "--recipe": args.recipe}  # fmt: skip
+    notes = []
+    if args.like is not None:
+        if given := [flag for flag, value in named.items() if value is not None]:
+            raise ValueError(
+                f"--like takes the job from its file; drop {', '.join(given)}"
+            )
+        job = load_plan_file(args.like)[2]
+        if job is None:
+            raise ValueError("--like needs a 'training' section in the plan file")
+        job = replace(
+            job, tp_comm_overlap=job.tp_comm_overlap or args.tp_comm_overlap
+        )
+        model = job.model_name or "the model"
+        notes.append(f"options of {args.like[:200]}")
+    else:
+        wanted = ("--model", "--gpus", "--seq-len", "--global-batch")
+        if missing := [flag for flag in wanted if named[flag] is None]:
+            raise ValueError(
+                f"the following arguments are required: {', '.join(missing)} "
+                "(or --like FILE)"
+            )
+        job = _job(args.model, args.cluster or "dgx-h100", args.gpus, args.seq_len,
+                   args.global_batch, 1 if args.micro_batch is None else args.micro_batch,
+                   args.recipe, args.tp_comm_overlap)  # fmt: skip
+        model = args.model
+    if args.calibration is not None:
+        job = replace(job, sustained=from_file(args.calibration))
+        notes.append(f"rates measured in {args.calibration[:200]}")
+    return job, model, notes
+
+
 def _rank(args: argparse.Namespace) -> int:
     try:
-        given = (args.model, args.cluster, args.gpus, args.seq_len, args.global_batch,
-                 args.micro_batch, args.recipe, args.max_cp, args.tp_comm_overlap)  # fmt: skip
+        job, model, notes = _rank_job(args)
         # ranked once: printed, and a row written from it
-        ranked = _ranked(*given, calibration=args.calibration)[1]
-        print(_table(given, ranked, args.calibration))
+        ranked = rank_job(job, top=10, max_cp=args.max_cp)
+        print(_table(job, ranked, model, *notes))
         if args.write_plan is not None:
             row_text, path = args.write_plan
             if not row_text.isdigit() or not 1 <= int(row_text) <= 10:
