@@ -39,14 +39,16 @@ def add_parser(commands: Any, epilog: str) -> None:
     rank_cmd.add_argument(
         "--model", default=None,
         help="a model preset, e.g. llama3-70b, or a shape: layers=L,hidden=H,heads=A,"
-        "vocab_size=V[,kv_heads=K][,ffn_hidden=F][,gated_mlp=true]",
+        "vocab_size=V[,kv_heads=K][,ffn_hidden=F][,gated_mlp=true]; required without "
+        "--like",
     )  # fmt: skip
     rank_cmd.add_argument(
         "--cluster", default=None, help="a cluster (SYSTEMS key; default dgx-h100)"
     )
-    rank_cmd.add_argument("--gpus", type=int, default=None)
-    rank_cmd.add_argument("--seq-len", type=int, default=None)
-    rank_cmd.add_argument("--global-batch", type=int, default=None)
+    for flag in ("--gpus", "--seq-len", "--global-batch"):
+        rank_cmd.add_argument(
+            flag, type=int, default=None, help="required without --like"
+        )
     rank_cmd.add_argument("--micro-batch", type=int, default=None, help="default 1")
     rank_cmd.add_argument(
         "--recipe",
