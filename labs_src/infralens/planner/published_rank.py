@@ -16,10 +16,10 @@ that the published team chose for a reason the model does not price.
 
 >>> from infralens.planner.step_validation import load_runs
 >>> row = next(r for r in load_runs("tests/data/training_runs.csv")
-...            if r.run_id == "torchtitan-a100-llama3-70b")
->>> r = published_rank(row)  # FSDP2 on 64 A100s, ranked among FSDP2 plans
+...            if r.run_id == "narayanan-18.4b")
+>>> r = published_rank(row)  # 2021 Megatron on 256 A100s, ranked with its software
 >>> r.plan, r.position, r.ranked, round(r.slower, 3)
-('tp 1 cp 1 pp 1 dp 64', 6, 42, 0.102)
+('tp 8 cp 1 pp 1 dp 32', 2, 10, 0.037)
 """
 
 from __future__ import annotations
