@@ -279,7 +279,7 @@ def _estimate(
             f"seq_len must be divisible by cp: {s} % {plan.cp} = {s % plan.cp}"
         )
     if attention == "materialized" and plan.cp > 1:
-        # Megatron-Core's unfused DotProductAttention asserts cp == 1
+        # Megatron-Core's unfused DotProductAttention asserts cp == 1 (at 00caa53)
         raise ValueError(
             f"attention 'materialized' cannot split a sequence over cp = {plan.cp} ranks: "
             "context parallelism runs inside a fused attention kernel"
